@@ -1,0 +1,81 @@
+// The compiled configuration model shared by every door (YAML files, xDS, custom resources).
+// Everything here is immutable once built; a reload builds a new object and swaps it in.
+
+/** Units as in envoy.service.ratelimit.v3.RateLimitResponse.RateLimit.Unit (wire numbers in UNIT_NUMBER). */
+export type Unit = 'SECOND' | 'MINUTE' | 'HOUR' | 'DAY' | 'WEEK' | 'MONTH' | 'YEAR';
+
+export interface DescriptorEntry {
+  readonly key: string;
+  readonly value: string;
+}
+
+/** A request-supplied limit (RateLimitDescriptor.limit). */
+export interface LimitOverride {
+  readonly requestsPerUnit: number;
+  readonly unit: Unit;
+}
+
+/** One descriptor of a request, as the matcher sees it. */
+export interface RequestDescriptor {
+  readonly entries: readonly DescriptorEntry[];
+  readonly limit?: LimitOverride | null;
+}
+
+/** A rate limit rule after compilation (the reference's config.RateLimit). */
+export interface RateLimitRule {
+  readonly requestsPerUnit: number;
+  readonly unit: Unit;
+  /** Window length in seconds (the reference's UnitToDivider). */
+  readonly unitSeconds: number;
+  /** rate_limit.name, '' when absent. */
+  readonly name: string;
+  readonly unlimited: boolean;
+  readonly shadowMode: boolean;
+  readonly quotaMode: boolean;
+  /** Names of rules this rule replaces. */
+  readonly replaces: readonly string[];
+  /** Stats key without the `ratelimit.service.rate_limit.` prefix, e.g. `domain.key_value.key2`. */
+  readonly statKey: string;
+  /** Free-form `metadata` of the descriptor entry, returned as dynamic metadata. */
+  readonly metadata?: Readonly<Record<string, unknown>>;
+}
+
+/** What the matcher returns for one request descriptor. */
+export interface LimitMatch {
+  readonly rule: RateLimitRule;
+  /** Stats key for this request: equals rule.statKey unless detailed_metric / value_to_metric add request values. */
+  readonly statKey: string;
+  /**
+   * Entries to build the cache key from: the request's own entries, except where `share_threshold`
+   * makes every value matching a wildcard share one counter (then the wildcard pattern stands in).
+   */
+  readonly keyEntries: readonly DescriptorEntry[];
+}
+
+/** A loaded, validated and compiled configuration: all domains. */
+export interface RateLimitConfig {
+  /** Domain names loaded. */
+  readonly domains: readonly string[];
+  /** The reference's GetLimit: undefined when nothing matches (the descriptor is then answered OK). */
+  getLimit(domain: string, descriptor: RequestDescriptor): LimitMatch | undefined;
+  hasDomain(domain: string): boolean;
+  /** Human-readable dump for the debug server's /rlconfig, one line per rule as the reference prints it. */
+  dump(): string;
+}
+
+/** Input to the loader: one YAML document (text) with a name used in error messages (usually the file path). */
+export interface ConfigSource {
+  readonly name: string;
+  readonly yaml: string;
+}
+
+/** Input to the compiler when the document is already parsed (xDS resources, custom resources). */
+export interface ParsedConfigSource {
+  readonly name: string;
+  readonly document: unknown;
+}
+
+export interface LoadOptions {
+  /** MERGE_DOMAIN_CONFIG: several documents may share a domain (their descriptors are merged). */
+  readonly mergeDomainConfig?: boolean;
+}
