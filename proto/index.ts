@@ -1,0 +1,3 @@
+// Public face of proto/: our own definitions and the loader that joins them with the shipped Envoy protos.
+export * from './loader.js';
+export * from './rls.js';

@@ -1,0 +1,61 @@
+// The v3 rate limit service definition and the plain-object shapes grpc-js hands us with LOADER_OPTIONS.
+import type * as grpc from '@grpc/grpc-js';
+import { loadPackageDefinition } from './loader.js';
+
+export const RLS_PROTO_FILE = 'envoy/service/ratelimit/v3/rls.proto';
+export const RLS_SERVICE_NAME = 'envoy.service.ratelimit.v3.RateLimitService';
+
+export type WireUnit = 'UNKNOWN' | 'SECOND' | 'MINUTE' | 'HOUR' | 'DAY' | 'MONTH' | 'YEAR' | 'WEEK';
+export type WireCode = 'UNKNOWN' | 'OK' | 'OVER_LIMIT';
+
+export interface WireEntry {
+  key?: string;
+  value?: string;
+}
+export interface WireDescriptor {
+  entries?: WireEntry[];
+  limit?: { requestsPerUnit?: number; unit?: WireUnit | number } | null;
+  hitsAddend?: { value?: number } | null;
+}
+export interface WireRateLimitRequest {
+  domain?: string;
+  descriptors?: WireDescriptor[];
+  hitsAddend?: number;
+}
+export interface WireRateLimit {
+  name?: string;
+  requestsPerUnit: number;
+  unit: WireUnit;
+}
+export interface WireDuration {
+  seconds: number;
+  nanos?: number;
+}
+export interface WireDescriptorStatus {
+  code: WireCode;
+  currentLimit?: WireRateLimit | null;
+  limitRemaining: number;
+  durationUntilReset?: WireDuration | null;
+}
+export interface WireHeader {
+  key: string;
+  value: string;
+}
+export interface WireRateLimitResponse {
+  overallCode: WireCode;
+  statuses: WireDescriptorStatus[];
+  responseHeadersToAdd?: WireHeader[];
+  requestHeadersToAdd?: WireHeader[];
+  dynamicMetadata?: unknown;
+}
+
+let cached: grpc.ServiceDefinition | undefined;
+
+/** The RateLimitService definition for grpc.Server#addService and makeGenericClientConstructor. */
+export function rateLimitServiceDefinition(): grpc.ServiceDefinition {
+  if (!cached) {
+    const pkg = loadPackageDefinition([RLS_PROTO_FILE]);
+    cached = pkg[RLS_SERVICE_NAME] as grpc.ServiceDefinition;
+  }
+  return cached;
+}
