@@ -1,3 +1,4 @@
 // Public face of proto/: our own definitions and the loader that joins them with the shipped Envoy protos.
 export * from './loader.js';
 export * from './rls.js';
+export * from './xds.js';
