@@ -1,0 +1,7 @@
+// Public face of the configuration model: one schema, one validator, one compiled matcher.
+export * from './types.js';
+export { configSchema, crossFieldRules, type CrossFieldRule } from './schema.js';
+export { ConfigError } from './errors.js';
+export { loadConfig, compileConfig } from './load.js';
+export { validateDocument } from './validate.js';
+export { UNITS, UNIT_NUMBER, UNIT_SECONDS, parseUnit, unitFromNumber } from './units.js';

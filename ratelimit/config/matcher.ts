@@ -1,0 +1,307 @@
+// The compiled configuration and the reference's GetLimit. Compiled once per load into per-level
+// maps, so a request costs a map lookup per entry (plus an ordered prefix scan when the level has
+// wildcards), with no regex and no string building except where metrics need request values.
+import { ConfigError } from './errors.js';
+import type {
+  DescriptorEntry,
+  LimitMatch,
+  RateLimitConfig,
+  RateLimitRule,
+  RequestDescriptor,
+  Unit,
+} from './types.js';
+import { UNIT_SECONDS, parseUnit } from './units.js';
+import { compositeKey, type ConfigDoc, type DescriptorDoc } from './validate.js';
+
+interface MatchNode {
+  /** The reference's map key for this entry: `key` or `key_value`. */
+  readonly finalKey: string;
+  /** `domain.k1_v1.k2`: the stats key of a rule at this node. */
+  readonly pathKey: string;
+  readonly rule: RateLimitRule | undefined;
+  readonly detailedMetric: boolean;
+  readonly valueToMetric: boolean;
+  readonly shareThreshold: boolean;
+  /** Undefined when the entry has no nested entries. */
+  children: MatchLevel | undefined;
+  /** The /rlconfig line of the rule here ('' without rule). */
+  readonly dumpLine: string;
+}
+
+interface MatchLevel {
+  /** key_value and key-only entries, in one map as in the reference (composite keys may collide). */
+  readonly byKey: Map<string, MatchNode>;
+  /** Entries whose composite key ends with '*', in config order; prefix = composite key minus that '*'. */
+  readonly wildcardPrefixes: string[];
+  readonly wildcardNodes: MatchNode[];
+  /** Config order, for dump(). */
+  readonly ordered: MatchNode[];
+}
+
+function newLevel(): MatchLevel {
+  return { byKey: new Map(), wildcardPrefixes: [], wildcardNodes: [], ordered: [] };
+}
+
+const NO_REPLACES: readonly string[] = Object.freeze([]);
+
+function compileRule(
+  entry: DescriptorDoc,
+  statKey: string,
+): { rule: RateLimitRule; dumpLine: string } | undefined {
+  const rl = entry.rate_limit;
+  if (rl === undefined) return undefined;
+  const unlimited = rl.unlimited === true;
+  const parsed = rl.unit === undefined ? undefined : parseUnit(rl.unit);
+  // Validation guarantees a unit unless unlimited. An unlimited rule never reaches the limiter; its
+  // unit is a placeholder and unitSeconds 0 (the reference keeps UNKNOWN there).
+  const unit: Unit = parsed ?? 'SECOND';
+  const requestsPerUnit = rl.requests_per_unit ?? 0;
+  const shadowMode = entry.shadow_mode === true;
+  const replaces = rl.replaces === undefined ? NO_REPLACES : Object.freeze(rl.replaces.map((r) => r.name));
+  const rule: RateLimitRule = Object.freeze({
+    requestsPerUnit,
+    unit,
+    unitSeconds: parsed === undefined ? 0 : UNIT_SECONDS[parsed],
+    name: rl.name ?? '',
+    unlimited,
+    shadowMode,
+    quotaMode: entry.quota_mode === true,
+    replaces,
+    statKey,
+    ...(entry.metadata === undefined ? {} : { metadata: Object.freeze({ ...entry.metadata }) }),
+  });
+  const dumpLine = `${statKey}: unit=${parsed ?? 'UNKNOWN'} requests_per_unit=${requestsPerUnit}, shadow_mode: ${shadowMode}\n`;
+  return { rule, dumpLine };
+}
+
+/** Loads entries into a level, as the reference's loadDescriptors (also used to merge a domain). */
+function loadLevel(
+  source: string,
+  level: MatchLevel,
+  parentKey: string,
+  entries: readonly DescriptorDoc[],
+  field: string,
+): void {
+  entries.forEach((entry, i) => {
+    const finalKey = compositeKey(entry.key, entry.value);
+    const pathKey = parentKey + finalKey;
+    if (level.byKey.has(finalKey)) {
+      throw new ConfigError(source, `${field}[${i}]`, `duplicate descriptor composite key '${pathKey}'`);
+    }
+    const compiled = compileRule(entry, pathKey);
+    const node: MatchNode = {
+      finalKey,
+      pathKey,
+      rule: compiled?.rule,
+      detailedMetric: entry.detailed_metric === true,
+      valueToMetric: entry.value_to_metric === true,
+      shareThreshold: entry.share_threshold === true,
+      children: undefined,
+      dumpLine: compiled?.dumpLine ?? '',
+    };
+    if (entry.descriptors !== undefined && entry.descriptors.length > 0) {
+      const children = newLevel();
+      loadLevel(source, children, `${pathKey}.`, entry.descriptors, `${field}[${i}].descriptors`);
+      node.children = children;
+    }
+    level.byKey.set(finalKey, node);
+    level.ordered.push(node);
+    if (finalKey.endsWith('*')) {
+      level.wildcardPrefixes.push(finalKey.slice(0, -1));
+      level.wildcardNodes.push(node);
+    }
+  });
+}
+
+/** `key_` is a prefix of `s` (the reference's TrimPrefix(s, key + "_") strips something). */
+function hasKeyPrefix(s: string, key: string): boolean {
+  return s.length > key.length && s.charCodeAt(key.length) === 95 /* _ */ && s.startsWith(key);
+}
+
+/** strings.TrimPrefix(s, key + "_"). */
+function trimKeyPrefix(s: string, key: string): string {
+  return hasKeyPrefix(s, key) ? s.slice(key.length + 1) : s;
+}
+
+function dumpLevel(level: MatchLevel, out: string[]): void {
+  for (const node of level.ordered) {
+    if (node.dumpLine !== '') out.push(node.dumpLine);
+    if (node.children !== undefined) dumpLevel(node.children, out);
+  }
+}
+
+export class CompiledRateLimitConfig implements RateLimitConfig {
+  readonly domains: readonly string[];
+  private readonly roots: ReadonlyMap<string, MatchLevel>;
+
+  constructor(roots: Map<string, MatchLevel>) {
+    this.roots = roots;
+    this.domains = Object.freeze([...roots.keys()]);
+  }
+
+  hasDomain(domain: string): boolean {
+    return this.roots.has(domain);
+  }
+
+  dump(): string {
+    const out: string[] = [];
+    for (const level of this.roots.values()) dumpLevel(level, out);
+    return out.join('');
+  }
+
+  getLimit(domain: string, descriptor: RequestDescriptor): LimitMatch | undefined {
+    const root = this.roots.get(domain);
+    if (root === undefined) return undefined;
+    const entries = descriptor.entries;
+    if (descriptor.limit != null)
+      return overrideMatch(domain, entries, descriptor.limit.requestsPerUnit, descriptor.limit.unit);
+
+    const n = entries.length;
+    let level = root;
+    let prevPath = domain;
+    let found: MatchNode | undefined;
+    // value_to_metric stats key, built only once a level's segment differs from the config key.
+    let enhanced: string | undefined;
+    // share_threshold: wildcard pattern per entry index ('' where none).
+    let patterns: string[] | undefined;
+
+    for (let i = 0; i < n; i++) {
+      const { key, value } = entries[i]!;
+      const lookup = key + '_' + value;
+      let node = level.byKey.get(lookup);
+      let wildcardKey: string | undefined;
+      if (node === undefined) {
+        const prefixes = level.wildcardPrefixes;
+        for (let j = 0; j < prefixes.length; j++) {
+          if (lookup.startsWith(prefixes[j]!)) {
+            node = level.wildcardNodes[j]!;
+            wildcardKey = node.finalKey;
+            break;
+          }
+        }
+      }
+      const matchedUsingValue = node !== undefined;
+      if (node === undefined) node = level.byKey.get(key);
+      // Without a node the walk ends here and no rule can be found.
+      if (node === undefined) break;
+
+      let sharePattern: string | undefined;
+      if (wildcardKey !== undefined && node.shareThreshold) {
+        sharePattern = trimKeyPrefix(wildcardKey, key);
+        if (patterns === undefined) patterns = new Array<string>(n).fill('');
+        patterns[i] = sharePattern;
+      }
+
+      // The reference's value_to_metric key segment for this level, when it is not node.finalKey.
+      let segment: string | undefined;
+      if (wildcardKey !== undefined) {
+        if (sharePattern === undefined && node.valueToMetric) {
+          const s = value !== '' ? lookup : key;
+          if (s !== wildcardKey) segment = s;
+        } else if (!hasKeyPrefix(wildcardKey, key)) {
+          segment = key + '_' + wildcardKey;
+        }
+      } else if (matchedUsingValue) {
+        if (value === '') segment = key;
+      } else if (node.valueToMetric && value !== '') {
+        segment = lookup;
+      }
+      if (segment !== undefined || enhanced !== undefined) {
+        enhanced = (enhanced ?? prevPath) + '.' + (segment ?? node.finalKey);
+      }
+
+      if (node.rule !== undefined && i === n - 1) found = node;
+      if (node.children === undefined) break;
+      level = node.children;
+      prevPath = node.pathKey;
+    }
+
+    if (found === undefined) return undefined;
+    const rule = found.rule!;
+    let statKey: string;
+    if (found.detailedMetric) {
+      statKey =
+        patterns === undefined ? detailedKey(domain, entries) : sharedDetailedKey(domain, entries, patterns);
+    } else {
+      statKey = enhanced ?? rule.statKey;
+    }
+    const keyEntries = patterns === undefined ? entries : sharedEntries(entries, patterns);
+    return { rule, statKey, keyEntries };
+  }
+}
+
+/** detailed_metric: every level as key_value (the reference writes the '_' even for an empty value). */
+function detailedKey(domain: string, entries: readonly DescriptorEntry[]): string {
+  let s = domain;
+  for (const e of entries) s += '.' + e.key + '_' + e.value;
+  return s;
+}
+
+function sharedDetailedKey(
+  domain: string,
+  entries: readonly DescriptorEntry[],
+  patterns: readonly string[],
+): string {
+  let s = domain;
+  for (let i = 0; i < entries.length; i++) {
+    const e = entries[i]!;
+    const p = patterns[i]!;
+    s += '.' + (p !== '' ? e.key + '_' + p : compositeKey(e.key, e.value));
+  }
+  return s;
+}
+
+function sharedEntries(entries: readonly DescriptorEntry[], patterns: readonly string[]): DescriptorEntry[] {
+  return entries.map((e, i) => (patterns[i] !== '' ? { key: e.key, value: patterns[i]! } : e));
+}
+
+/** A request-supplied limit: an ad-hoc rule keyed by the request's own entries, never shadowed. */
+function overrideMatch(
+  domain: string,
+  entries: readonly DescriptorEntry[],
+  requestsPerUnit: number,
+  unit: Unit,
+): LimitMatch {
+  let path = '';
+  for (const e of entries) {
+    if (path !== '') path += '.';
+    path += compositeKey(e.key, e.value);
+  }
+  const statKey = domain + '.' + path;
+  const rule: RateLimitRule = {
+    requestsPerUnit,
+    unit,
+    unitSeconds: UNIT_SECONDS[unit] ?? 0,
+    name: '',
+    unlimited: false,
+    shadowMode: false,
+    quotaMode: false,
+    replaces: NO_REPLACES,
+    statKey,
+  };
+  return { rule, statKey, keyEntries: entries };
+}
+
+/**
+ * Builds the compiled configuration from validated documents, in order. A second document for a
+ * domain is an error unless `merge`; then its entries join the domain's top level (duplicates of a
+ * composite key are still errors).
+ */
+export function buildConfig(
+  docs: readonly { name: string; doc: ConfigDoc }[],
+  merge: boolean,
+): RateLimitConfig {
+  const roots = new Map<string, MatchLevel>();
+  for (const { name, doc } of docs) {
+    let root = roots.get(doc.domain);
+    if (root !== undefined && !merge) {
+      throw new ConfigError(name, 'domain', `duplicate domain '${doc.domain}' in config file`);
+    }
+    if (root === undefined) {
+      root = newLevel();
+      roots.set(doc.domain, root);
+    }
+    loadLevel(name, root, `${doc.domain}.`, doc.descriptors ?? [], 'descriptors');
+  }
+  return new CompiledRateLimitConfig(roots);
+}

@@ -1,0 +1,179 @@
+// The one JSON Schema for a configuration document. Everything a type system can say lives here;
+// rules that relate two fields are in `crossFieldRules` (checked in code by validate.ts, and emitted
+// as CEL `x-kubernetes-validations` by the CRD generator).
+//
+// Kept plain on purpose so that a CRD openAPIV3Schema can be generated from it: only type,
+// properties, required, items, pattern, minimum/maximum, minLength and description, plus
+// `additionalProperties: false` (unknown keys are errors, like the reference's validKeys; the CRD
+// generator drops it, since the API server prunes or rejects unknown fields itself) and
+// `additionalProperties: true` on `metadata` (free-form: x-kubernetes-preserve-unknown-fields).
+// Recursion goes through `definitions` + `$ref`; the generator unrolls it.
+import { UNITS } from './units.js';
+
+/** Case-insensitive unit names (the reference upper-cases before looking the unit up). */
+function caseInsensitiveAlternation(words: readonly string[]): string {
+  const alt = words.map((w) =>
+    [...w.toLowerCase()].map((c) => (c.toUpperCase() === c ? c : `[${c.toUpperCase()}${c}]`)).join(''),
+  );
+  return `^(${alt.join('|')})$`;
+}
+
+export const UNIT_PATTERN = caseInsensitiveAlternation(UNITS);
+
+export const MAX_UINT32 = 4294967295;
+
+export const configSchema = {
+  $schema: 'http://json-schema.org/draft-07/schema#',
+  $id: 'https://github.com/envoyproxy/ratelimit/config.schema.json',
+  title: 'RateLimitConfig',
+  description: 'One rate limit configuration document: a domain and its descriptor tree.',
+  type: 'object',
+  additionalProperties: false,
+  required: ['domain'],
+  properties: {
+    domain: {
+      type: 'string',
+      minLength: 1,
+      description:
+        'Globally unique container of rules. Different teams or projects use different domains so their rules do not conflict.',
+    },
+    descriptors: {
+      type: 'array',
+      description: 'Top-level descriptor entries.',
+      items: { $ref: '#/definitions/descriptor' },
+    },
+  },
+  definitions: {
+    descriptor: {
+      type: 'object',
+      description:
+        'A descriptor entry: matches one key (and optionally one value) of a request descriptor at this depth.',
+      additionalProperties: false,
+      required: ['key'],
+      properties: {
+        key: { type: 'string', minLength: 1, description: 'Rule key. Case-sensitive.' },
+        value: {
+          type: 'string',
+          description:
+            "Rule value. When present the entry matches only that value. A trailing '*' makes it a prefix wildcard: 'value*' matches 'value_1'.",
+        },
+        rate_limit: { $ref: '#/definitions/rateLimit' },
+        shadow_mode: {
+          type: 'boolean',
+          description: 'When true the rule is evaluated and counted as usual but its result is always OK.',
+        },
+        detailed_metric: {
+          type: 'boolean',
+          description:
+            'When true, statistics of the matched rule include the request values of every level (one series per distinct value).',
+        },
+        value_to_metric: {
+          type: 'boolean',
+          description:
+            'When true, statistics include the request value at this level when the entry matched by key only or by wildcard.',
+        },
+        share_threshold: {
+          type: 'boolean',
+          description:
+            'Only on a wildcard value: every request value matching the wildcard shares one counter (and one statistic), keyed by the pattern.',
+        },
+        quota_mode: {
+          type: 'boolean',
+          description:
+            'Marks the rule as a quota: propagated to the compiled rule for the limiter to interpret.',
+        },
+        metadata: {
+          type: 'object',
+          additionalProperties: true,
+          description: 'Free-form metadata attached to the rule (not validated).',
+        },
+        descriptors: {
+          type: 'array',
+          description: 'Nested entries, matched against the next entry of the request descriptor.',
+          items: { $ref: '#/definitions/descriptor' },
+        },
+      },
+    },
+    rateLimit: {
+      type: 'object',
+      description: 'The limit applied when a request descriptor matches this entry at full depth.',
+      additionalProperties: false,
+      properties: {
+        requests_per_unit: {
+          type: 'integer',
+          minimum: 0,
+          maximum: MAX_UINT32,
+          description: 'Allowed requests per window (unsigned 32-bit). 0 blocks every request.',
+        },
+        unit: {
+          type: 'string',
+          pattern: UNIT_PATTERN,
+          description: `Window: ${UNITS.map((u) => u.toLowerCase()).join(', ')} (case-insensitive). Required unless unlimited.`,
+        },
+        unlimited: {
+          type: 'boolean',
+          description: 'When true the descriptor has no limit and is answered locally. Excludes unit.',
+        },
+        name: { type: 'string', description: 'Name by which another rule can replace this one.' },
+        replaces: {
+          type: 'array',
+          description: 'Rules this rule replaces when a request matches both.',
+          items: { $ref: '#/definitions/replaces' },
+        },
+      },
+    },
+    replaces: {
+      type: 'object',
+      description: 'Reference to a rule by its rate_limit.name.',
+      additionalProperties: false,
+      required: ['name'],
+      properties: {
+        name: { type: 'string', minLength: 1, description: 'Name of the replaced rule.' },
+      },
+    },
+  },
+} as const;
+
+/**
+ * Cross-field rules, checked in code after the schema (validate.ts) and exported as data for the CRD
+ * generator. `path` is the JSON pointer into `configSchema` of the object the rule is attached to;
+ * `rule` is a CEL expression over `self` (that object); `message` is the reference's error text.
+ */
+export interface CrossFieldRule {
+  readonly path: string;
+  readonly rule: string;
+  readonly message: string;
+}
+
+export const crossFieldRules: readonly CrossFieldRule[] = [
+  {
+    path: '/definitions/rateLimit',
+    rule: '!(has(self.unlimited) && self.unlimited) || !has(self.unit)',
+    message: 'should not specify rate limit unit when unlimited',
+  },
+  {
+    path: '/definitions/rateLimit',
+    rule: '(has(self.unlimited) && self.unlimited) || has(self.unit)',
+    message: "invalid rate limit unit ''",
+  },
+  {
+    path: '/definitions/rateLimit',
+    rule: '!has(self.replaces) || !has(self.name) || self.replaces.all(r, r.name != self.name)',
+    message: 'replaces should not contain name of same descriptor',
+  },
+  {
+    path: '/definitions/descriptor',
+    rule: "!has(self.share_threshold) || !self.share_threshold || (has(self.value) && self.value != '' ? self.value : self.key).endsWith('*')",
+    message: "share_threshold can only be used with wildcard values (ending with '*')",
+  },
+  {
+    path: '/properties/descriptors',
+    rule: "self.all(x, self.exists_one(y, y.key == x.key && (has(y.value) ? y.value : '') == (has(x.value) ? x.value : '')))",
+    message: 'duplicate descriptor composite key',
+  },
+  {
+    path: '/definitions/descriptor/properties/descriptors',
+    rule: "self.all(x, self.exists_one(y, y.key == x.key && (has(y.value) ? y.value : '') == (has(x.value) ? x.value : '')))",
+    message: 'duplicate descriptor composite key',
+  },
+];

@@ -1,0 +1,245 @@
+// Validation of one configuration document: the JSON Schema (structure, types, unknown keys) and
+// then the cross-field rules of schema.ts, with the reference's wording. Every door (YAML files,
+// xDS resources, custom resources) goes through here.
+import { Ajv, type ErrorObject } from 'ajv';
+import { ConfigError } from './errors.js';
+import { configSchema } from './schema.js';
+import { parseUnit } from './units.js';
+
+/** The typed shape of a document that passed validation (null fields already removed). */
+export interface ReplacesDoc {
+  readonly name: string;
+}
+export interface RateLimitDoc {
+  readonly requests_per_unit?: number;
+  readonly unit?: string;
+  readonly unlimited?: boolean;
+  readonly name?: string;
+  readonly replaces?: readonly ReplacesDoc[];
+}
+export interface DescriptorDoc {
+  readonly key: string;
+  readonly value?: string;
+  readonly rate_limit?: RateLimitDoc;
+  readonly shadow_mode?: boolean;
+  readonly detailed_metric?: boolean;
+  readonly value_to_metric?: boolean;
+  readonly share_threshold?: boolean;
+  readonly quota_mode?: boolean;
+  readonly metadata?: Readonly<Record<string, unknown>>;
+  readonly descriptors?: readonly DescriptorDoc[];
+}
+export interface ConfigDoc {
+  readonly domain: string;
+  readonly descriptors?: readonly DescriptorDoc[];
+}
+
+const ajv = new Ajv({ allErrors: true, strict: true });
+const validateSchema = ajv.compile(configSchema);
+
+/**
+ * Drops object properties whose value is null, recursively (not null list items). A YAML `key:` with
+ * nothing after it decodes to null; the reference (Go structs) treats it as absent, and so does the
+ * Kubernetes API server for non-nullable fields.
+ */
+export function dropNulls(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(dropNulls);
+  if (value !== null && typeof value === 'object') {
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(value)) {
+      if (v === null || v === undefined) continue;
+      // metadata is free-form: kept as given.
+      out[k] = k === 'metadata' ? v : dropNulls(v);
+    }
+    return out;
+  }
+  return value;
+}
+
+/** `/descriptors/0/rate_limit` -> `descriptors[0].rate_limit`. */
+export function pointerToField(pointer: string): string {
+  if (pointer === '') return '';
+  let out = '';
+  for (const raw of pointer.slice(1).split('/')) {
+    const seg = raw.replace(/~1/g, '/').replace(/~0/g, '~');
+    if (/^\d+$/.test(seg)) out += `[${seg}]`;
+    else out += out === '' ? seg : `.${seg}`;
+  }
+  return out;
+}
+
+function joinField(parent: string, child: string): string {
+  return parent === '' ? child : `${parent}.${child}`;
+}
+
+function valueAt(doc: unknown, pointer: string): unknown {
+  let cur = doc;
+  if (pointer === '') return cur;
+  for (const raw of pointer.slice(1).split('/')) {
+    const seg = raw.replace(/~1/g, '/').replace(/~0/g, '~');
+    if (cur === null || typeof cur !== 'object') return undefined;
+    cur = (cur as Record<string, unknown>)[seg];
+  }
+  return cur;
+}
+
+/** How the reference (Go %v) prints a scalar or list item in its messages. */
+function goValue(v: unknown): string {
+  if (v === null || v === undefined) return '<nil>';
+  if (Array.isArray(v)) return `[${v.map(goValue).join(' ')}]`;
+  if (typeof v === 'object') return JSON.stringify(v);
+  return String(v);
+}
+
+const TYPE_NAMES: Record<string, string> = {
+  string: 'a string',
+  integer: 'an integer',
+  boolean: 'a boolean',
+  array: 'a list',
+  object: 'a map',
+};
+
+function schemaErrorToConfigError(name: string, doc: unknown, e: ErrorObject): ConfigError {
+  const field = pointerToField(e.instancePath);
+  const last = field.slice(Math.max(field.lastIndexOf('.'), field.lastIndexOf('[')) + 1).replace(']', '');
+  switch (e.keyword) {
+    case 'additionalProperties': {
+      const key = (e.params as { additionalProperty: string }).additionalProperty;
+      return new ConfigError(name, joinField(field, key), `config error, unknown key '${key}'`);
+    }
+    case 'required': {
+      const missing = (e.params as { missingProperty: string }).missingProperty;
+      return new ConfigError(name, joinField(field, missing), emptyMessage(e.schemaPath, missing));
+    }
+    case 'minLength':
+      return new ConfigError(name, field, emptyMessage(e.schemaPath, last));
+    case 'pattern':
+      // Only rate_limit.unit carries a pattern.
+      return new ConfigError(
+        name,
+        field,
+        `invalid rate limit unit '${goValue(valueAt(doc, e.instancePath))}'`,
+      );
+    case 'type': {
+      const expected = String((e.params as { type: string }).type);
+      const actual = valueAt(doc, e.instancePath);
+      if (expected === 'object' && field.endsWith(']')) {
+        return new ConfigError(
+          name,
+          field,
+          `config error, yaml file contains list of type other than map: ${goValue(actual)}`,
+        );
+      }
+      if (field === '') return new ConfigError(name, field, 'config error, document must be a map');
+      return new ConfigError(
+        name,
+        field,
+        `config error, '${last}' must be ${TYPE_NAMES[expected] ?? expected}`,
+      );
+    }
+    case 'minimum':
+    case 'maximum':
+      return new ConfigError(name, field, `config error, '${last}' must be an unsigned 32-bit integer`);
+    default:
+      return new ConfigError(name, field, `config error, ${e.message ?? e.keyword}`);
+  }
+}
+
+function emptyMessage(schemaPath: string, property: string): string {
+  if (property === 'domain') return 'config file cannot have empty domain';
+  if (schemaPath.includes('/replaces/')) return 'should not have an empty replaces entry';
+  if (property === 'key') return 'descriptor has empty key';
+  return `config error, '${property}' must not be empty`;
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+
+/** The reference's composite key of an entry: `key`, or `key_value` when the value is not empty. */
+export function compositeKey(key: string, value: string | undefined): string {
+  return value === undefined || value === '' ? key : `${key}_${value}`;
+}
+
+/** Cross-field rules (schema.ts crossFieldRules), walked in the reference's order. Defensive about types. */
+function checkDescriptors(
+  name: string,
+  list: unknown,
+  field: string,
+  parentKey: string,
+  errors: ConfigError[],
+): void {
+  if (!Array.isArray(list)) return;
+  const seen = new Set<string>();
+  list.forEach((entry, i) => {
+    const at = `${field}[${i}]`;
+    if (!isObject(entry) || typeof entry.key !== 'string' || entry.key === '') return;
+    const value = typeof entry.value === 'string' ? entry.value : undefined;
+    const finalKey = compositeKey(entry.key, value);
+    if (seen.has(finalKey)) {
+      errors.push(new ConfigError(name, at, `duplicate descriptor composite key '${parentKey}${finalKey}'`));
+    }
+    seen.add(finalKey);
+
+    const rl = entry.rate_limit;
+    if (isObject(rl)) {
+      const unlimited = rl.unlimited === true;
+      const validUnit = typeof rl.unit === 'string' && parseUnit(rl.unit) !== undefined;
+      if (unlimited && validUnit) {
+        errors.push(
+          new ConfigError(name, `${at}.rate_limit.unit`, 'should not specify rate limit unit when unlimited'),
+        );
+      } else if (!unlimited && rl.unit === undefined) {
+        errors.push(new ConfigError(name, `${at}.rate_limit.unit`, "invalid rate limit unit ''"));
+      }
+      if (Array.isArray(rl.replaces)) {
+        rl.replaces.forEach((r, j) => {
+          if (isObject(r) && typeof r.name === 'string' && r.name !== '' && r.name === rl.name) {
+            errors.push(
+              new ConfigError(
+                name,
+                `${at}.rate_limit.replaces[${j}].name`,
+                'replaces should not contain name of same descriptor',
+              ),
+            );
+          }
+        });
+      }
+    }
+
+    if (entry.share_threshold === true && !finalKey.endsWith('*')) {
+      errors.push(
+        new ConfigError(
+          name,
+          `${at}.share_threshold`,
+          `share_threshold can only be used with wildcard values (ending with '*'), but found key '${finalKey}'`,
+        ),
+      );
+    }
+
+    checkDescriptors(name, entry.descriptors, `${at}.descriptors`, `${parentKey}${finalKey}.`, errors);
+  });
+}
+
+/** Validates and normalizes; `document` is the typed document when there are no errors. */
+export function checkDocument(
+  name: string,
+  document: unknown,
+): { errors: ConfigError[]; document: ConfigDoc | undefined } {
+  // An empty YAML file is an empty map to the reference: it then fails on the empty domain.
+  const doc = dropNulls(document ?? {});
+  const errors: ConfigError[] = [];
+  if (!validateSchema(doc)) {
+    for (const e of validateSchema.errors ?? []) errors.push(schemaErrorToConfigError(name, doc, e));
+  }
+  if (isObject(doc)) {
+    const domain = typeof doc.domain === 'string' ? doc.domain : '';
+    checkDescriptors(name, doc.descriptors, 'descriptors', `${domain}.`, errors);
+  }
+  return { errors, document: errors.length === 0 ? (doc as ConfigDoc) : undefined };
+}
+
+/** Every error of one document (empty when valid). */
+export function validateDocument(name: string, document: unknown): ConfigError[] {
+  return checkDocument(name, document).errors;
+}
