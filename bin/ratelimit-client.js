@@ -1,0 +1,2 @@
+#!/usr/bin/env node
+import '../dist/ratelimit/client/cli.js';

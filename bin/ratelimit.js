@@ -1,0 +1,3 @@
+#!/usr/bin/env node
+// Runs the compiled service (npm run build writes dist/).
+import '../dist/ratelimit/main.js';

@@ -1,0 +1,192 @@
+// Wires the service from one Settings object: store -> limiter -> service -> config source -> listeners.
+// No globals: tests build the real thing with other settings (ports 0, memory store, a temp dir).
+import type { Logger } from 'pino';
+import type { RateLimitConfig } from './config/index.js';
+import { CacheError, FixedWindowLimiter, LocalOverLimitCache, type CounterStore } from './limiter/index.js';
+import { createLogger } from './logging.js';
+import { MemoryCounterStore } from './memory/index.js';
+import { RedisCounterStore } from './redis/index.js';
+import { FileConfigProvider, type ConfigUpdate } from './runtime/index.js';
+import { DebugServer, HealthChecker, RateLimitGrpcServer, RateLimitHttpServer } from './server/index.js';
+import { RateLimitService } from './service/index.js';
+import type { Settings } from './settings/index.js';
+import { StatsStore } from './stats/index.js';
+
+export interface ConfigSource {
+  start(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface RateLimitAppOptions {
+  settings: Settings;
+  logger?: Logger;
+  /** Overrides the counter store built from settings (tests). */
+  store?: CounterStore;
+  /** Builds the xDS config source; injected so this module does not depend on the xDS client. */
+  xdsSourceFactory?: (app: RateLimitApp) => Promise<ConfigSource>;
+}
+
+export class RateLimitApp {
+  readonly settings: Settings;
+  readonly logger: Logger;
+  readonly stats = new StatsStore();
+  readonly health = new HealthChecker();
+  readonly store: CounterStore;
+  readonly service: RateLimitService;
+  grpc?: RateLimitGrpcServer;
+  http?: RateLimitHttpServer;
+  debug?: DebugServer;
+  private configSource?: ConfigSource;
+  private initialConfig?: { resolve: () => void; promise: Promise<void> };
+  private healthTimer?: NodeJS.Timeout;
+
+  constructor(private readonly opts: RateLimitAppOptions) {
+    const s = (this.settings = opts.settings);
+    this.logger = opts.logger ?? createLogger({ level: s.logLevel, format: s.logFormat });
+    this.store = opts.store ?? this.buildStore();
+    const limiter = new FixedWindowLimiter({
+      store: this.store,
+      stats: this.stats,
+      cacheKeyPrefix: s.cacheKeyPrefix,
+      nearLimitRatio: s.nearLimitRatio,
+      expirationJitterMaxSeconds: s.expirationJitterMaxSeconds,
+      localCache: s.localCacheSizeInBytes > 0 ? new LocalOverLimitCache(s.localCacheSizeInBytes) : undefined,
+      stopCacheKeyIncrementWhenOverlimit: s.stopCacheKeyIncrementWhenOverlimit,
+    });
+    this.service = new RateLimitService({
+      limiter,
+      stats: this.stats,
+      globalShadowMode: s.globalShadowMode,
+      globalQuotaMode: s.globalQuotaMode,
+      responseHeaders: s.responseHeadersEnabled
+        ? { limit: s.headerLimit, remaining: s.headerRemaining, reset: s.headerReset }
+        : null,
+      responseDynamicMetadata: s.responseDynamicMetadata,
+    });
+    this.health.add('sigterm', true);
+    if (s.healthyWithAtLeastOneConfigLoaded) this.health.add('config', false);
+    if (s.redisHealthCheckActiveConnection) this.health.addProbe('cache', () => this.store.isHealthy());
+  }
+
+  private buildStore(): CounterStore {
+    const s = this.settings;
+    switch (s.backendType) {
+      case 'memory':
+        return new MemoryCounterStore();
+      case 'redis':
+        return new RedisCounterStore({
+          settings: s.redis,
+          tlsFiles: s.redisTlsFiles,
+          perSecond: s.redisPerSecond
+            ? { settings: s.redisPerSecondSettings, tlsFiles: s.redisTlsFiles }
+            : undefined,
+          logger: this.logger,
+        });
+      default:
+        throw new CacheError(`BACKEND_TYPE=${s.backendType} is not supported by this build yet`);
+    }
+  }
+
+  /** Applies a config update from any source: swap on success, keep the last good one on error. */
+  applyConfig(update: ConfigUpdate): void {
+    if ('error' in update) {
+      this.stats.service.configLoadError.inc();
+      this.logger.error(`error loading new configuration: ${update.error.message}`);
+      return;
+    }
+    this.setConfig(update.config);
+  }
+
+  setConfig(config: RateLimitConfig): void {
+    this.service.setConfig(config);
+    this.stats.service.configLoadSuccess.inc();
+    if (this.settings.healthyWithAtLeastOneConfigLoaded) {
+      if (config.domains.length > 0) this.health.ok('config');
+      else this.health.fail('config');
+    }
+    for (const line of config.dump().split('\n')) if (line.trim()) this.logger.warn(`loaded: ${line}`);
+    this.initialConfig?.resolve();
+  }
+
+  /** Starts in the reference's order: cache, config (waiting for the first one), then the listeners. */
+  async start(): Promise<void> {
+    const s = this.settings;
+    if (this.store instanceof RedisCounterStore) await this.store.start();
+
+    let resolve!: () => void;
+    const promise = new Promise<void>((r) => (resolve = r));
+    this.initialConfig = { resolve, promise };
+    if (s.configType === 'FILE') {
+      this.configSource = new FileConfigProvider(
+        {
+          root: s.runtimeRoot,
+          subdirectory: s.runtimeSubdirectory,
+          appDirectory: s.runtimeAppDirectory,
+          ignoreDotFiles: s.runtimeIgnoreDotFiles,
+          watchRoot: s.runtimeWatchRoot,
+          mergeDomainConfig: s.mergeDomainConfig,
+        },
+        (u) => this.applyConfig(u),
+      );
+    } else {
+      if (!this.opts.xdsSourceFactory) throw new Error('CONFIG_TYPE=GRPC_XDS_SOTW needs the xDS client');
+      this.configSource = await this.opts.xdsSourceFactory(this);
+    }
+    await this.configSource.start();
+    if (!s.forceStartWithoutInitialConfig && !this.service.getConfig()) {
+      this.logger.warn('waiting for the initial rate limit configuration');
+      await promise;
+    }
+
+    this.debug = new DebugServer({
+      service: this.service,
+      stats: this.stats,
+      logger: this.logger,
+      host: s.debugHost,
+      port: s.debugPort,
+    });
+    this.http = new RateLimitHttpServer({
+      service: this.service,
+      health: this.health,
+      logger: this.logger,
+      host: s.host,
+      port: s.port,
+    });
+    this.grpc = new RateLimitGrpcServer({
+      service: this.service,
+      health: this.health,
+      stats: this.stats,
+      logger: this.logger,
+      host: s.grpcHost,
+      port: s.grpcPort,
+      uds: s.grpcUds || undefined,
+      maxConnectionAgeMs: s.grpcMaxConnectionAgeMs,
+      maxConnectionAgeGraceMs: s.grpcMaxConnectionAgeGraceMs,
+      maxReceiveMessageLength: s.grpcMaxRecvMsgSize,
+      tls: s.grpcServerUseTls
+        ? {
+            certFile: s.grpcServerTlsCert,
+            keyFile: s.grpcServerTlsKey,
+            clientCaFile: s.grpcClientTlsCaCert || undefined,
+            clientSan: s.grpcClientTlsSan || undefined,
+          }
+        : undefined,
+    });
+    await this.debug.start();
+    await this.http.start();
+    await this.grpc.start();
+    if (s.redisHealthCheckActiveConnection) {
+      this.healthTimer = setInterval(() => this.grpc?.refreshHealth(), 1000);
+      this.healthTimer.unref();
+    }
+  }
+
+  /** Graceful stop: unhealthy first, then listeners finish in-flight calls, then the store closes. */
+  async close(deadlineMs = 10_000): Promise<void> {
+    this.health.fail('sigterm');
+    clearInterval(this.healthTimer);
+    await Promise.all([this.grpc?.close(deadlineMs), this.http?.close(), this.debug?.close()]);
+    await this.configSource?.close();
+    await this.store.close();
+  }
+}

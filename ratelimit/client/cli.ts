@@ -1,0 +1,3 @@
+import { main } from './main.js';
+
+main(process.argv.slice(2)).then((code) => process.exit(code));

@@ -1,0 +1,4 @@
+export * from './store.js';
+export * from './cache-key.js';
+export * from './local-cache.js';
+export * from './fixed-window.js';

@@ -1,0 +1,33 @@
+// The counter store abstraction: where fixed-window counters live (Redis, memcache, memory).
+
+export interface CounterOp {
+  /** Full cache key, byte-compatible with the reference service. */
+  readonly key: string;
+  /** Hits to add (0 reads the current value without counting). */
+  readonly hits: number;
+  /** Expiry in seconds, set on every increment as the reference does. */
+  readonly expireSeconds: number;
+  /** True for SECOND-unit limits: routed to the per-second store when one is configured. */
+  readonly perSecond: boolean;
+}
+
+export interface CounterStore {
+  /** Adds each op's hits and returns the counts after the increment, in op order. */
+  increment(ops: readonly CounterOp[]): Promise<number[]>;
+  /** Current counts (0 when absent), without counting. */
+  get(ops: readonly CounterOp[]): Promise<number[]>;
+  /** False while the store has no usable connection. */
+  isHealthy(): boolean;
+  close(): Promise<void>;
+}
+
+/** A counter store failure: answered as an error and counted as should_rate_limit.redis_error. */
+export class CacheError extends Error {
+  constructor(
+    message: string,
+    override readonly cause?: unknown,
+  ) {
+    super(message);
+    this.name = 'CacheError';
+  }
+}

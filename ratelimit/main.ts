@@ -1,0 +1,43 @@
+// The `ratelimit` binary: settings from the environment, then the app, until SIGTERM/SIGINT.
+import { RateLimitApp } from './app.js';
+import { createLogger } from './logging.js';
+import { loadSettings, SettingsError } from './settings/index.js';
+import { createXdsSource } from './xds-source.js';
+
+async function main(): Promise<void> {
+  let settings;
+  try {
+    settings = loadSettings(process.env);
+  } catch (err) {
+    if (err instanceof SettingsError) {
+      process.stderr.write(`invalid setting ${err.message}\n`);
+      process.exit(2);
+    }
+    throw err;
+  }
+  const logger = createLogger({ level: settings.logLevel, format: settings.logFormat });
+  const app = new RateLimitApp({ settings, logger, xdsSourceFactory: createXdsSource });
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.warn(`received ${signal}, shutting down gracefully`);
+    app.close().then(
+      () => process.exit(0),
+      (err) => {
+        logger.error({ err }, 'error during shutdown');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+  try {
+    await app.start();
+  } catch (err) {
+    logger.fatal(`startup failed: ${(err as Error).message}`);
+    process.exit(1);
+  }
+}
+
+void main();

@@ -1,0 +1,63 @@
+// In-process counters (BACKEND_TYPE=memory): single process only, for local runs and tests.
+// Several ratelimit processes with this backend do not share counts.
+import type { CounterOp, CounterStore } from '../limiter/index.js';
+
+interface Slot {
+  count: number;
+  expiresAtMs: number;
+}
+
+export class MemoryCounterStore implements CounterStore {
+  private readonly slots = new Map<string, Slot>();
+  private readonly sweeper: NodeJS.Timeout;
+
+  constructor(
+    private readonly nowMs: () => number = Date.now,
+    sweepIntervalMs = 5000,
+  ) {
+    this.sweeper = setInterval(() => this.sweep(), sweepIntervalMs);
+    this.sweeper.unref();
+  }
+
+  get size(): number {
+    return this.slots.size;
+  }
+
+  async increment(ops: readonly CounterOp[]): Promise<number[]> {
+    const now = this.nowMs();
+    const out = new Array<number>(ops.length);
+    for (let i = 0; i < ops.length; i++) {
+      const op = ops[i];
+      let s = this.slots.get(op.key);
+      if (!s || s.expiresAtMs <= now) {
+        s = { count: 0, expiresAtMs: 0 };
+        this.slots.set(op.key, s);
+      }
+      s.count += op.hits;
+      s.expiresAtMs = now + op.expireSeconds * 1000;
+      out[i] = s.count;
+    }
+    return out;
+  }
+
+  async get(ops: readonly CounterOp[]): Promise<number[]> {
+    const now = this.nowMs();
+    return ops.map((op) => {
+      const s = this.slots.get(op.key);
+      return s && s.expiresAtMs > now ? s.count : 0;
+    });
+  }
+
+  isHealthy(): boolean {
+    return true;
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.sweeper);
+  }
+
+  private sweep(): void {
+    const now = this.nowMs();
+    for (const [k, s] of this.slots) if (s.expiresAtMs <= now) this.slots.delete(k);
+  }
+}

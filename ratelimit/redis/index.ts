@@ -1,0 +1,2 @@
+export * from './redis-store.js';
+export * from './client-options.js';

@@ -1,0 +1,137 @@
+// Config from YAML files: RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY/*.yaml.
+// RUNTIME_WATCH_ROOT=true (the default) reloads when the root is swapped (a symlink pointed
+// elsewhere, the way the reference's runtime loader is fed); false reloads on direct file changes.
+// fs.watch triggers a check at once; a light poll (stat only) catches what watchers miss.
+import { watch, type FSWatcher } from 'node:fs';
+import { readdir, readFile, realpath, stat } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { loadConfig, type ConfigSource, type RateLimitConfig } from '../config/index.js';
+
+export interface FileProviderOptions {
+  root: string;
+  subdirectory?: string;
+  appDirectory: string;
+  ignoreDotFiles?: boolean;
+  watchRoot?: boolean;
+  mergeDomainConfig?: boolean;
+  pollIntervalMs?: number;
+}
+
+export type ConfigUpdate = { config: RateLimitConfig; sources: string[] } | { error: Error };
+
+export class FileConfigProvider {
+  private watchers: FSWatcher[] = [];
+  private poller?: NodeJS.Timeout;
+  private debounce?: NodeJS.Timeout;
+  private fingerprint = '';
+  private running: Promise<void> = Promise.resolve();
+  private closed = false;
+
+  constructor(
+    private readonly opts: FileProviderOptions,
+    private readonly onUpdate: (update: ConfigUpdate) => void,
+  ) {}
+
+  get directory(): string {
+    return join(this.opts.root, this.opts.subdirectory ?? '', this.opts.appDirectory);
+  }
+
+  /** Loads once (reporting the result) and starts watching. */
+  async start(): Promise<void> {
+    this.fingerprint = await this.computeFingerprint();
+    await this.load();
+    this.watch();
+    this.poller = setInterval(() => this.schedule(0), this.opts.pollIntervalMs ?? 1000);
+    this.poller.unref();
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    clearInterval(this.poller);
+    clearTimeout(this.debounce);
+    for (const w of this.watchers) w.close();
+    this.watchers = [];
+    await this.running;
+  }
+
+  private watch(): void {
+    const targets =
+      this.opts.watchRoot === false ? [this.directory] : [dirname(this.opts.root), this.opts.root];
+    for (const t of targets) {
+      try {
+        const w = watch(t, () => this.schedule(100));
+        w.on('error', () => undefined);
+        this.watchers.push(w);
+      } catch {
+        // missing directory: the poll notices when it appears
+      }
+    }
+  }
+
+  private schedule(delayMs: number): void {
+    if (this.closed) return;
+    clearTimeout(this.debounce);
+    this.debounce = setTimeout(() => {
+      this.running = this.running.then(() => this.checkForChange());
+    }, delayMs);
+  }
+
+  private async checkForChange(): Promise<void> {
+    if (this.closed) return;
+    const fp = await this.computeFingerprint();
+    if (fp === this.fingerprint) return;
+    this.fingerprint = fp;
+    // A swapped root gets new watchers on its new target.
+    for (const w of this.watchers) w.close();
+    this.watchers = [];
+    this.watch();
+    await this.load();
+  }
+
+  private async listFiles(): Promise<string[]> {
+    let names: string[];
+    try {
+      names = await readdir(this.directory);
+    } catch {
+      return [];
+    }
+    return names
+      .filter((n) => n.endsWith('.yaml') || n.endsWith('.yml'))
+      .filter((n) => !(this.opts.ignoreDotFiles && n.startsWith('.')))
+      .sort()
+      .map((n) => join(this.directory, n));
+  }
+
+  private async computeFingerprint(): Promise<string> {
+    let rootTarget: string;
+    try {
+      rootTarget = await realpath(this.opts.root);
+    } catch {
+      rootTarget = '(missing)';
+    }
+    if (this.opts.watchRoot !== false) return rootTarget;
+    const parts = [rootTarget];
+    for (const f of await this.listFiles()) {
+      try {
+        const s = await stat(f);
+        parts.push(`${f}:${s.size}:${s.mtimeMs}:${s.ino}`);
+      } catch {
+        // raced with a delete
+      }
+    }
+    return parts.join('|');
+  }
+
+  private async load(): Promise<void> {
+    try {
+      const files = await this.listFiles();
+      const sources: ConfigSource[] = await Promise.all(
+        files.map(async (f) => ({ name: f, yaml: await readFile(f, 'utf8') })),
+      );
+      const config = loadConfig(sources, { mergeDomainConfig: this.opts.mergeDomainConfig });
+      this.onUpdate({ config, sources: files });
+    } catch (err) {
+      this.onUpdate({ error: err as Error });
+    }
+  }
+}

@@ -1,0 +1,71 @@
+// The HTTP listener of the reference: POST /json (proto3 JSON in and out) and /healthcheck.
+import Fastify, { type FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+import { CacheError } from '../limiter/index.js';
+import { type RateLimitService, ServiceError } from '../service/index.js';
+import type { HealthChecker } from './health.js';
+import { requestFromJson, responseToJson } from './json.js';
+
+export interface HttpServerOptions {
+  service: RateLimitService;
+  health: HealthChecker;
+  logger: Logger;
+  host: string;
+  port: number;
+  /** Largest accepted body in bytes. */
+  bodyLimit?: number;
+}
+
+export class RateLimitHttpServer {
+  readonly app: FastifyInstance;
+
+  constructor(private readonly opts: HttpServerOptions) {
+    this.app = Fastify({ logger: false, bodyLimit: opts.bodyLimit ?? 1024 * 1024 });
+    // Body parse errors (bad JSON, wrong content type) are the client's: 400 with the reason.
+    this.app.setErrorHandler((err: Error & { statusCode?: number }, _req, reply) => {
+      const code = err.statusCode && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500;
+      if (code === 500) opts.logger.error({ err }, 'http handler error');
+      reply.code(code).type('text/plain').send(err.message);
+    });
+
+    this.app.post('/json', async (req, reply) => {
+      let response;
+      try {
+        response = await opts.service.shouldRateLimit(requestFromJson(req.body));
+      } catch (err) {
+        if (err instanceof ServiceError)
+          return reply.code(err.httpStatus).type('text/plain').send(err.message);
+        if (err instanceof CacheError) return reply.code(500).type('text/plain').send(err.message);
+        throw err;
+      }
+      return reply
+        .code(response.overallCode === 'OVER_LIMIT' ? 429 : 200)
+        .type('application/json')
+        .send(JSON.stringify(responseToJson(response)));
+    });
+
+    this.app.get('/healthcheck', async (_req, reply) => {
+      const failing = opts.health.failing();
+      if (failing.length === 0) return reply.code(200).type('text/plain').send('OK');
+      return reply
+        .code(500)
+        .type('text/plain')
+        .send(`unhealthy: ${failing.join(', ')}`);
+    });
+  }
+
+  async start(): Promise<string> {
+    const address = await this.app.listen({ host: this.opts.host, port: this.opts.port });
+    this.opts.logger.warn(`listening for HTTP on ${address}`);
+    return address;
+  }
+
+  get port(): number {
+    const a = this.app.server.address();
+    return typeof a === 'object' && a ? a.port : 0;
+  }
+
+  async close(): Promise<void> {
+    await this.app.close();
+  }
+}

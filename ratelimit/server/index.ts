@@ -1,0 +1,5 @@
+export * from './health.js';
+export * from './grpc-server.js';
+export * from './http-server.js';
+export * from './debug-server.js';
+export * from './json.js';

@@ -1,0 +1,137 @@
+// The proto3 JSON mapping of RateLimitRequest and RateLimitResponse for POST /json.
+// Accepts both lowerCamelCase and original field names, as protojson does; rejects unknown fields.
+import type {
+  WireDescriptor,
+  WireDescriptorStatus,
+  WireRateLimitRequest,
+  WireRateLimitResponse,
+} from '../../proto/index.js';
+import { ServiceError } from '../service/index.js';
+
+type Obj = Record<string, unknown>;
+
+function isObj(v: unknown): v is Obj {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function field(o: Obj, camel: string, snake: string): unknown {
+  return o[camel] !== undefined ? o[camel] : o[snake];
+}
+
+function checkKeys(o: Obj, allowed: readonly string[], where: string): void {
+  for (const k of Object.keys(o)) {
+    if (!allowed.includes(k)) throw new ServiceError(`${where}: unknown field '${k}'`);
+  }
+}
+
+function str(v: unknown, where: string): string {
+  if (v === undefined || v === null) return '';
+  if (typeof v !== 'string') throw new ServiceError(`${where}: expected a string`);
+  return v;
+}
+
+function uint(v: unknown, where: string, max = 4294967295): number {
+  if (v === undefined || v === null) return 0;
+  const n = typeof v === 'string' && /^\d+$/.test(v) ? Number(v) : v;
+  if (typeof n !== 'number' || !Number.isInteger(n) || n < 0 || n > max) {
+    throw new ServiceError(`${where}: expected an unsigned integer`);
+  }
+  return n;
+}
+
+export function requestFromJson(body: unknown): WireRateLimitRequest {
+  if (!isObj(body)) throw new ServiceError('request body must be a JSON object');
+  checkKeys(body, ['domain', 'descriptors', 'hitsAddend', 'hits_addend'], 'request');
+  const descriptorsRaw = body.descriptors;
+  if (descriptorsRaw !== undefined && descriptorsRaw !== null && !Array.isArray(descriptorsRaw)) {
+    throw new ServiceError('descriptors: expected a list');
+  }
+  const descriptors: WireDescriptor[] = ((descriptorsRaw as unknown[] | undefined) ?? []).map((d, i) => {
+    const where = `descriptors[${i}]`;
+    if (!isObj(d)) throw new ServiceError(`${where}: expected an object`);
+    checkKeys(d, ['entries', 'limit', 'hitsAddend', 'hits_addend'], where);
+    if (d.entries !== undefined && !Array.isArray(d.entries))
+      throw new ServiceError(`${where}.entries: expected a list`);
+    const entries = ((d.entries as unknown[] | undefined) ?? []).map((e, j) => {
+      const w = `${where}.entries[${j}]`;
+      if (!isObj(e)) throw new ServiceError(`${w}: expected an object`);
+      checkKeys(e, ['key', 'value'], w);
+      return { key: str(e.key, `${w}.key`), value: str(e.value, `${w}.value`) };
+    });
+    const out: WireDescriptor = { entries };
+    if (d.limit !== undefined && d.limit !== null) {
+      if (!isObj(d.limit)) throw new ServiceError(`${where}.limit: expected an object`);
+      checkKeys(d.limit, ['requestsPerUnit', 'requests_per_unit', 'unit'], `${where}.limit`);
+      const unit = d.limit.unit;
+      out.limit = {
+        requestsPerUnit: uint(
+          field(d.limit, 'requestsPerUnit', 'requests_per_unit'),
+          `${where}.limit.requestsPerUnit`,
+        ),
+        unit: (typeof unit === 'number' ? unit : str(unit, `${where}.limit.unit`) || 0) as never,
+      };
+    }
+    const ha = field(d, 'hitsAddend', 'hits_addend');
+    if (ha !== undefined && ha !== null) {
+      out.hitsAddend = { value: uint(ha, `${where}.hitsAddend`, Number.MAX_SAFE_INTEGER) };
+    }
+    return out;
+  });
+  return {
+    domain: str(body.domain, 'domain'),
+    descriptors,
+    hitsAddend: uint(field(body, 'hitsAddend', 'hits_addend'), 'hitsAddend'),
+  };
+}
+
+function statusToJson(s: WireDescriptorStatus): Obj {
+  const o: Obj = { code: s.code };
+  if (s.currentLimit) {
+    const l: Obj = {};
+    if (s.currentLimit.name) l.name = s.currentLimit.name;
+    if (s.currentLimit.requestsPerUnit) l.requestsPerUnit = s.currentLimit.requestsPerUnit;
+    if (s.currentLimit.unit && s.currentLimit.unit !== 'UNKNOWN') l.unit = s.currentLimit.unit;
+    o.currentLimit = l;
+  }
+  if (s.limitRemaining) o.limitRemaining = s.limitRemaining;
+  if (s.durationUntilReset) {
+    const { seconds, nanos } = s.durationUntilReset;
+    o.durationUntilReset = nanos
+      ? `${(seconds + nanos / 1e9).toFixed(9).replace(/0+$/, '')}s`
+      : `${seconds}s`;
+  }
+  return o;
+}
+
+/** proto3 JSON: enum names, camelCase, default values omitted, Duration as "Ns". */
+export function responseToJson(r: WireRateLimitResponse): Obj {
+  const o: Obj = {};
+  if (r.overallCode && r.overallCode !== 'UNKNOWN') o.overallCode = r.overallCode;
+  if (r.statuses.length > 0) o.statuses = r.statuses.map(statusToJson);
+  if (r.responseHeadersToAdd && r.responseHeadersToAdd.length > 0) {
+    o.responseHeadersToAdd = r.responseHeadersToAdd.map((h) => ({ key: h.key, value: h.value }));
+  }
+  if (r.requestHeadersToAdd && r.requestHeadersToAdd.length > 0) {
+    o.requestHeadersToAdd = r.requestHeadersToAdd.map((h) => ({ key: h.key, value: h.value }));
+  }
+  if (r.dynamicMetadata) o.dynamicMetadata = structToJson(r.dynamicMetadata);
+  return o;
+}
+
+function structToJson(s: unknown): unknown {
+  // Struct in grpc-js object form -> plain JSON
+  const fields = (s as { fields?: Record<string, unknown> }).fields ?? {};
+  const out: Obj = {};
+  for (const [k, v] of Object.entries(fields)) out[k] = valueToJson(v);
+  return out;
+}
+
+function valueToJson(v: unknown): unknown {
+  const o = v as Obj;
+  if ('stringValue' in o) return o.stringValue;
+  if ('numberValue' in o) return o.numberValue;
+  if ('boolValue' in o) return o.boolValue;
+  if ('listValue' in o) return ((o.listValue as { values?: unknown[] }).values ?? []).map(valueToJson);
+  if ('structValue' in o) return structToJson(o.structValue);
+  return null;
+}

@@ -1,0 +1,3 @@
+export * from './errors.js';
+export * from './ratelimit-service.js';
+export * from './struct.js';

@@ -1,0 +1,229 @@
+// The ShouldRateLimit decision: validate the request, match each descriptor, count, aggregate.
+// Semantics follow the reference's service/ratelimit.go; deliberate differences are in the README.
+import type { LimitMatch, RateLimitConfig, RequestDescriptor, Unit } from '../config/index.js';
+import type {
+  WireDescriptor,
+  WireDescriptorStatus,
+  WireHeader,
+  WireRateLimitRequest,
+  WireRateLimitResponse,
+} from '../../proto/index.js';
+import { status as GrpcStatus } from '@grpc/grpc-js';
+import { CacheError, type FixedWindowLimiter } from '../limiter/index.js';
+import type { StatsStore } from '../stats/index.js';
+import { NO_CONFIG_MESSAGE, ServiceError } from './errors.js';
+import { toStruct } from './struct.js';
+
+export const MAX_UINT32 = 4294967295;
+
+const UNITS: readonly Unit[] = ['SECOND', 'MINUTE', 'HOUR', 'DAY', 'WEEK', 'MONTH', 'YEAR'];
+const UNIT_BY_NUMBER: Record<number, Unit> = {
+  1: 'SECOND',
+  2: 'MINUTE',
+  3: 'HOUR',
+  4: 'DAY',
+  5: 'MONTH',
+  6: 'YEAR',
+  7: 'WEEK',
+};
+
+export interface RateLimitServiceOptions {
+  limiter: FixedWindowLimiter;
+  stats: StatsStore;
+  globalShadowMode?: boolean;
+  globalQuotaMode?: boolean;
+  responseHeaders?: { limit: string; remaining: string; reset: string } | null;
+  responseDynamicMetadata?: boolean;
+}
+
+/** Parsed, validated request in the matcher's terms. */
+interface ParsedRequest {
+  domain: string;
+  descriptors: RequestDescriptor[];
+  hits: number[];
+}
+
+export class RateLimitService {
+  private config: RateLimitConfig | undefined;
+  private readonly opts: RateLimitServiceOptions;
+
+  constructor(opts: RateLimitServiceOptions) {
+    this.opts = opts;
+  }
+
+  setConfig(config: RateLimitConfig): void {
+    this.config = config;
+  }
+
+  getConfig(): RateLimitConfig | undefined {
+    return this.config;
+  }
+
+  /** Decides one request. Throws ServiceError (invalid request, no config) or CacheError (store failure). */
+  async shouldRateLimit(request: WireRateLimitRequest): Promise<WireRateLimitResponse> {
+    const stats = this.opts.stats.service;
+    let parsed: ParsedRequest;
+    try {
+      parsed = parseRequest(request);
+      if (!this.config) throw new ServiceError(NO_CONFIG_MESSAGE, GrpcStatus.UNAVAILABLE, 500);
+    } catch (err) {
+      stats.serviceError.inc();
+      throw err;
+    }
+    try {
+      return await this.decide(this.config, parsed);
+    } catch (err) {
+      if (err instanceof CacheError) stats.redisError.inc();
+      else stats.serviceError.inc();
+      throw err;
+    }
+  }
+
+  private async decide(config: RateLimitConfig, req: ParsedRequest): Promise<WireRateLimitResponse> {
+    const n = req.descriptors.length;
+    const matches: (LimitMatch | undefined)[] = new Array(n);
+    const unlimited: boolean[] = new Array(n).fill(false);
+    let replacing: Set<string> | undefined;
+
+    for (let i = 0; i < n; i++) {
+      const m = config.getLimit(req.domain, req.descriptors[i]);
+      matches[i] = m;
+      if (!m) continue;
+      if (m.rule.replaces.length > 0) {
+        replacing ??= new Set();
+        for (const r of m.rule.replaces) replacing.add(r);
+      }
+      if (m.rule.unlimited) {
+        // Answered locally without the store; statistics are still collected.
+        unlimited[i] = true;
+        matches[i] = undefined;
+        this.opts.stats.ruleStats(m.statKey).totalHits.inc(req.hits[i]);
+      }
+    }
+    if (replacing) {
+      for (let i = 0; i < n; i++) {
+        const m = matches[i];
+        if (m && m.rule.name !== '' && replacing.has(m.rule.name)) matches[i] = undefined;
+      }
+    }
+
+    const statuses = await this.opts.limiter.doLimit(req.domain, matches, req.hits);
+
+    let overLimit = false;
+    let quotaCount = 0;
+    let quotaOver = 0;
+    let minimum: WireDescriptorStatus | undefined;
+    let minRemaining = MAX_UINT32;
+    const headers = this.opts.responseHeaders;
+    for (let i = 0; i < n; i++) {
+      const s = statuses[i];
+      if (headers && s.currentLimit && s.limitRemaining < minRemaining) {
+        minimum = s;
+        minRemaining = s.limitRemaining;
+      }
+      if (unlimited[i]) {
+        statuses[i] = { code: 'OK', limitRemaining: MAX_UINT32 };
+        continue;
+      }
+      const m = matches[i];
+      const quota = m !== undefined && (this.opts.globalQuotaMode || m.rule.quotaMode);
+      if (quota) {
+        quotaCount++;
+        if (s.code === 'OVER_LIMIT') quotaOver++;
+      } else if (s.code === 'OVER_LIMIT') {
+        overLimit = true;
+        minimum = s;
+        minRemaining = 0;
+      }
+    }
+    // Quota-mode descriptors make the request OVER_LIMIT only when every one of them is exhausted.
+    if (quotaCount > 0 && quotaOver === quotaCount) overLimit = true;
+
+    const response: WireRateLimitResponse = { overallCode: overLimit ? 'OVER_LIMIT' : 'OK', statuses };
+    if (headers && minimum && minimum.currentLimit) {
+      response.responseHeadersToAdd = this.limitHeaders(headers, minimum);
+    }
+    if (overLimit && this.opts.globalShadowMode) {
+      response.overallCode = 'OK';
+      this.opts.stats.service.globalShadowMode.inc();
+    }
+    if (this.opts.responseDynamicMetadata) {
+      response.dynamicMetadata = this.dynamicMetadata(req, matches, statuses);
+    }
+    return response;
+  }
+
+  private limitHeaders(
+    names: { limit: string; remaining: string; reset: string },
+    s: WireDescriptorStatus,
+  ): WireHeader[] {
+    return [
+      { key: names.limit, value: String(s.currentLimit!.requestsPerUnit) },
+      { key: names.remaining, value: String(s.limitRemaining) },
+      { key: names.reset, value: String(s.durationUntilReset?.seconds ?? 0) },
+    ];
+  }
+
+  private dynamicMetadata(
+    req: ParsedRequest,
+    matches: readonly (LimitMatch | undefined)[],
+    statuses: readonly WireDescriptorStatus[],
+  ): unknown {
+    const merged: Record<string, unknown> = {};
+    for (let i = 0; i < matches.length; i++) {
+      const md = matches[i]?.rule.metadata;
+      if (md && statuses[i].code !== 'OVER_LIMIT') Object.assign(merged, md);
+    }
+    const out: Record<string, unknown> = {
+      domain: req.domain,
+      descriptors: req.descriptors.map((d) => ({
+        entries: d.entries.map((e) => ({ key: e.key, value: e.value })),
+      })),
+    };
+    if (req.hits.length > 0 && req.hits[0] !== 1) out.hitsAddend = req.hits[0];
+    if (Object.keys(merged).length > 0) out.metadata = merged;
+    return toStruct(out);
+  }
+}
+
+function parseUnit(u: unknown, where: string): Unit {
+  if (typeof u === 'number') {
+    const unit = UNIT_BY_NUMBER[u];
+    if (unit) return unit;
+  } else if (typeof u === 'string' && (UNITS as readonly string[]).includes(u)) {
+    return u as Unit;
+  }
+  throw new ServiceError(`${where}: unknown rate limit unit '${String(u)}'`);
+}
+
+/** Validates a request against the protocol's rules and turns it into matcher input. */
+export function parseRequest(request: WireRateLimitRequest): ParsedRequest {
+  const domain = request.domain ?? '';
+  if (domain === '') throw new ServiceError('rate limit domain must not be empty');
+  const wire = request.descriptors ?? [];
+  if (wire.length === 0) throw new ServiceError('rate limit descriptor list must not be empty');
+  const requestHits = request.hitsAddend && request.hitsAddend > 0 ? request.hitsAddend : 1;
+  const descriptors: RequestDescriptor[] = new Array(wire.length);
+  const hits: number[] = new Array(wire.length);
+  for (let i = 0; i < wire.length; i++) {
+    const d: WireDescriptor = wire[i];
+    const entries = d.entries ?? [];
+    if (entries.length === 0) throw new ServiceError(`descriptors[${i}].entries: must not be empty`);
+    for (let j = 0; j < entries.length; j++) {
+      if (!entries[j].key) throw new ServiceError(`descriptors[${i}].entries[${j}].key: must not be empty`);
+      if (!entries[j].value)
+        throw new ServiceError(`descriptors[${i}].entries[${j}].value: must not be empty`);
+    }
+    let limit: RequestDescriptor['limit'] = null;
+    if (d.limit) {
+      limit = {
+        requestsPerUnit: d.limit.requestsPerUnit ?? 0,
+        unit: parseUnit(d.limit.unit ?? 0, `descriptors[${i}].limit.unit`),
+      };
+    }
+    descriptors[i] = { entries: entries as RequestDescriptor['entries'], limit };
+    const h = d.hitsAddend?.value;
+    hits[i] = h !== undefined && h !== null ? Number(h) : requestHits;
+  }
+  return { domain, descriptors, hits };
+}

@@ -1,0 +1,299 @@
+// One typed settings object, parsed once from the environment at startup and passed down.
+// Names and defaults follow the reference service (envoyproxy/ratelimit src/settings/settings.go).
+import { EnvReader, SettingsError, type Env } from './env.js';
+
+export type ConfigType = 'FILE' | 'GRPC_XDS_SOTW';
+export type BackendType = 'redis' | 'memcache' | 'memory';
+export type RedisType = 'single' | 'sentinel' | 'cluster';
+export type SocketType = 'tcp' | 'unix';
+
+export interface RedisSettings {
+  socketType: SocketType;
+  type: RedisType;
+  url: string;
+  poolSize: number;
+  auth: string;
+  /** Sentinel nodes' own password (REDIS_SENTINEL_AUTH). */
+  sentinelAuth: string;
+  tls: boolean;
+  pipelineWindowMs: number;
+  pipelineLimit: number;
+  timeoutMs: number;
+}
+
+export interface TlsFiles {
+  clientCert: string;
+  clientKey: string;
+  caCert: string;
+  skipHostnameVerification: boolean;
+}
+
+export interface Settings {
+  // listeners
+  host: string;
+  port: number;
+  grpcHost: string;
+  grpcPort: number;
+  grpcUds: string;
+  debugHost: string;
+  debugPort: number;
+  grpcMaxConnectionAgeMs: number;
+  grpcMaxConnectionAgeGraceMs: number;
+  grpcServerUseTls: boolean;
+  grpcServerTlsCert: string;
+  grpcServerTlsKey: string;
+  grpcClientTlsCaCert: string;
+  grpcClientTlsSan: string;
+  /** Max gRPC request size the server accepts (ours; the reference uses gRPC's 4 MiB default). */
+  grpcMaxRecvMsgSize: number;
+
+  // logging
+  logLevel: string;
+  logFormat: 'text' | 'json';
+
+  // config source
+  configType: ConfigType;
+  forceStartWithoutInitialConfig: boolean;
+  runtimeRoot: string;
+  runtimeSubdirectory: string;
+  runtimeAppDirectory: string;
+  runtimeIgnoreDotFiles: boolean;
+  runtimeWatchRoot: boolean;
+  mergeDomainConfig: boolean;
+  healthyWithAtLeastOneConfigLoaded: boolean;
+
+  // xDS client
+  xds: {
+    nodeId: string;
+    nodeMetadata: Record<string, string>;
+    serverUrl: string;
+    connectRetryIntervalMs: number;
+    additionalHeaders: Record<string, string>;
+    useTls: boolean;
+    clientTlsCert: string;
+    clientTlsKey: string;
+    serverTlsCaCert: string;
+    serverTlsSan: string;
+    backoffInitialMs: number;
+    backoffMaxMs: number;
+    backoffRandomFactor: number;
+    backoffJitter: boolean;
+    maxMsgSizeBytes: number;
+  };
+
+  // decisions
+  globalShadowMode: boolean;
+  globalQuotaMode: boolean;
+  responseDynamicMetadata: boolean;
+  nearLimitRatio: number;
+  localCacheSizeInBytes: number;
+  expirationJitterMaxSeconds: number;
+  cacheKeyPrefix: string;
+  backendType: BackendType;
+  stopCacheKeyIncrementWhenOverlimit: boolean;
+  responseHeadersEnabled: boolean;
+  headerLimit: string;
+  headerRemaining: string;
+  headerReset: string;
+
+  // counters
+  redis: RedisSettings;
+  redisTlsFiles: TlsFiles;
+  redisPerSecond: boolean;
+  redisPerSecondSettings: RedisSettings;
+  redisHealthCheckActiveConnection: boolean;
+  memcache: {
+    hostPort: string[];
+    srv: string;
+    srvRefreshMs: number;
+    maxIdleConns: number;
+    tls: boolean;
+    tlsFiles: TlsFiles;
+  };
+
+  // statistics
+  stats: {
+    disabled: boolean;
+    useStatsd: boolean;
+    statsdHost: string;
+    statsdPort: number;
+    flushIntervalMs: number;
+    extraTags: Record<string, string>;
+    useDogStatsd: boolean;
+    dogStatsdMogrifiers: string[];
+    usePrometheus: boolean;
+    prometheusAddr: string;
+    prometheusPath: string;
+    prometheusMapperYaml: string;
+  };
+
+  // tracing
+  tracing: {
+    enabled: boolean;
+    exporterProtocol: 'http' | 'grpc';
+    serviceName: string;
+    serviceNamespace: string;
+    serviceInstanceId: string;
+    samplingRate: number;
+  };
+}
+
+function redisSettings(r: EnvReader, prefix: string, defaultUrl: string): RedisSettings {
+  return {
+    socketType: r.oneOf(`${prefix}_SOCKET_TYPE`, 'unix', ['tcp', 'unix'] as const),
+    type: r.oneOf(`${prefix}_TYPE`, 'single', ['single', 'sentinel', 'cluster'] as const),
+    url: r.string(`${prefix}_URL`, defaultUrl),
+    poolSize: r.int(`${prefix}_POOL_SIZE`, 10, { min: 1 }),
+    auth: r.string(`${prefix}_AUTH`, ''),
+    sentinelAuth: r.string(`${prefix}_SENTINEL_AUTH`, ''),
+    tls: r.bool(`${prefix}_TLS`, false),
+    pipelineWindowMs: r.durationMs(`${prefix}_PIPELINE_WINDOW`, 0),
+    pipelineLimit: r.int(`${prefix}_PIPELINE_LIMIT`, 0, { min: 0 }),
+    timeoutMs: r.durationMs(`${prefix}_TIMEOUT`, 10_000),
+  };
+}
+
+/** Parses every setting; throws SettingsError naming the variable on the first invalid value. */
+export function loadSettings(env: Env = process.env): Settings {
+  const r = new EnvReader(env);
+  const backend = r.raw('BACKEND_TYPE');
+  let backendType: BackendType = 'redis';
+  if (backend !== undefined) {
+    const b = backend.toLowerCase();
+    if (b === 'redis' || b === 'memcache' || b === 'memory') backendType = b;
+    else
+      throw new SettingsError('BACKEND_TYPE', `invalid value '${backend}' (one of: redis, memcache, memory)`);
+  }
+
+  const s: Settings = {
+    host: r.string('HOST', '0.0.0.0'),
+    port: r.int('PORT', 8080, { min: 0, max: 65535 }),
+    grpcHost: r.string('GRPC_HOST', '0.0.0.0'),
+    grpcPort: r.int('GRPC_PORT', 8081, { min: 0, max: 65535 }),
+    grpcUds: r.string('GRPC_UDS', ''),
+    debugHost: r.string('DEBUG_HOST', '0.0.0.0'),
+    debugPort: r.int('DEBUG_PORT', 6070, { min: 0, max: 65535 }),
+    grpcMaxConnectionAgeMs: r.durationMs('GRPC_MAX_CONNECTION_AGE', 24 * 3_600_000),
+    grpcMaxConnectionAgeGraceMs: r.durationMs('GRPC_MAX_CONNECTION_AGE_GRACE', 3_600_000),
+    grpcServerUseTls: r.bool('GRPC_SERVER_USE_TLS', false),
+    grpcServerTlsCert: r.string('GRPC_SERVER_TLS_CERT', ''),
+    grpcServerTlsKey: r.string('GRPC_SERVER_TLS_KEY', ''),
+    grpcClientTlsCaCert: r.string('GRPC_CLIENT_TLS_CACERT', ''),
+    grpcClientTlsSan: r.string('GRPC_CLIENT_TLS_SAN', ''),
+    grpcMaxRecvMsgSize: r.int('GRPC_MAX_RECV_MSG_SIZE', 4 * 1024 * 1024, { min: 1024 }),
+
+    logLevel: r.string('LOG_LEVEL', 'WARN'),
+    logFormat: r.oneOf('LOG_FORMAT', 'text', ['text', 'json'] as const),
+
+    configType: r.oneOf('CONFIG_TYPE', 'FILE', ['FILE', 'GRPC_XDS_SOTW'] as const, false),
+    forceStartWithoutInitialConfig: r.bool('FORCE_START_WITHOUT_INITIAL_CONFIG', false),
+    runtimeRoot: r.string('RUNTIME_ROOT', '/srv/runtime_data/current'),
+    runtimeSubdirectory: r.string('RUNTIME_SUBDIRECTORY', ''),
+    runtimeAppDirectory: r.string('RUNTIME_APPDIRECTORY', 'config'),
+    runtimeIgnoreDotFiles: r.bool('RUNTIME_IGNOREDOTFILES', false),
+    runtimeWatchRoot: r.bool('RUNTIME_WATCH_ROOT', true),
+    mergeDomainConfig: r.bool('MERGE_DOMAIN_CONFIG', false),
+    healthyWithAtLeastOneConfigLoaded: r.bool('HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED', false),
+
+    xds: {
+      nodeId: r.string('CONFIG_GRPC_XDS_NODE_ID', 'default'),
+      nodeMetadata: r.map('CONFIG_GRPC_XDS_NODE_METADATA'),
+      serverUrl: r.string('CONFIG_GRPC_XDS_SERVER_URL', 'localhost:18000'),
+      connectRetryIntervalMs: r.durationMs('CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL', 3000),
+      additionalHeaders: r.map('CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS'),
+      useTls: r.bool('CONFIG_GRPC_XDS_SERVER_USE_TLS', false),
+      clientTlsCert: r.string('CONFIG_GRPC_XDS_CLIENT_TLS_CERT', ''),
+      clientTlsKey: r.string('CONFIG_GRPC_XDS_CLIENT_TLS_KEY', ''),
+      serverTlsCaCert: r.string('CONFIG_GRPC_XDS_SERVER_TLS_CACERT', ''),
+      serverTlsSan: r.string('CONFIG_GRPC_XDS_SERVER_TLS_SAN', ''),
+      backoffInitialMs: r.durationMs('XDS_CLIENT_BACKOFF_INITIAL_INTERVAL', 10_000),
+      backoffMaxMs: r.durationMs('XDS_CLIENT_BACKOFF_MAX_INTERVAL', 60_000),
+      backoffRandomFactor: r.float('XDS_CLIENT_BACKOFF_RANDOM_FACTOR', 0.5, { min: 0 }),
+      backoffJitter: r.bool('XDS_CLIENT_BACKOFF_JITTER', true),
+      maxMsgSizeBytes: r.int('XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES', 0, { min: 0 }),
+    },
+
+    globalShadowMode: r.bool('SHADOW_MODE', false),
+    globalQuotaMode: r.bool('QUOTA_MODE', false),
+    responseDynamicMetadata: r.bool('RESPONSE_DYNAMIC_METADATA', false),
+    nearLimitRatio: r.float('NEAR_LIMIT_RATIO', 0.8, { min: 0, max: 1 }),
+    localCacheSizeInBytes: r.int('LOCAL_CACHE_SIZE_IN_BYTES', 0, { min: 0 }),
+    expirationJitterMaxSeconds: r.int('EXPIRATION_JITTER_MAX_SECONDS', 300, { min: 0 }),
+    cacheKeyPrefix: r.string('CACHE_KEY_PREFIX', ''),
+    backendType,
+    stopCacheKeyIncrementWhenOverlimit: r.bool('STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT', false),
+    responseHeadersEnabled: r.bool('LIMIT_RESPONSE_HEADERS_ENABLED', false),
+    headerLimit: r.string('LIMIT_LIMIT_HEADER', 'RateLimit-Limit'),
+    headerRemaining: r.string('LIMIT_REMAINING_HEADER', 'RateLimit-Remaining'),
+    headerReset: r.string('LIMIT_RESET_HEADER', 'RateLimit-Reset'),
+
+    redis: redisSettings(r, 'REDIS', '/var/run/nutcracker/ratelimit.sock'),
+    redisTlsFiles: {
+      clientCert: r.string('REDIS_TLS_CLIENT_CERT', ''),
+      clientKey: r.string('REDIS_TLS_CLIENT_KEY', ''),
+      caCert: r.string('REDIS_TLS_CACERT', ''),
+      skipHostnameVerification: r.bool('REDIS_TLS_SKIP_HOSTNAME_VERIFICATION', false),
+    },
+    redisPerSecond: r.bool('REDIS_PERSECOND', false),
+    redisPerSecondSettings: redisSettings(
+      r,
+      'REDIS_PERSECOND',
+      '/var/run/nutcracker/ratelimitpersecond.sock',
+    ),
+    redisHealthCheckActiveConnection: r.bool('REDIS_HEALTH_CHECK_ACTIVE_CONNECTION', false),
+    memcache: {
+      hostPort: r.list('MEMCACHE_HOST_PORT'),
+      srv: r.string('MEMCACHE_SRV', ''),
+      srvRefreshMs: r.durationMs('MEMCACHE_SRV_REFRESH', 0),
+      maxIdleConns: r.int('MEMCACHE_MAX_IDLE_CONNS', 2, { min: 0 }),
+      tls: r.bool('MEMCACHE_TLS', false),
+      tlsFiles: {
+        clientCert: r.string('MEMCACHE_TLS_CLIENT_CERT', ''),
+        clientKey: r.string('MEMCACHE_TLS_CLIENT_KEY', ''),
+        caCert: r.string('MEMCACHE_TLS_CACERT', ''),
+        skipHostnameVerification: r.bool('MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION', false),
+      },
+    },
+
+    stats: {
+      disabled: r.bool('DISABLE_STATS', false),
+      useStatsd: r.bool('USE_STATSD', true),
+      statsdHost: r.string('STATSD_HOST', 'localhost'),
+      statsdPort: r.int('STATSD_PORT', 8125, { min: 1, max: 65535 }),
+      flushIntervalMs: r.durationMs('STATS_FLUSH_INTERVAL', 10_000),
+      extraTags: r.map('EXTRA_TAGS'),
+      useDogStatsd: r.bool('USE_DOG_STATSD', false),
+      dogStatsdMogrifiers: r.raw('DOG_STATSD_MOGRIFIERS')
+        ? r.list('DOG_STATSD_MOGRIFIERS')
+        : r.list('USE_DOG_STATSD_MOGRIFIERS'),
+      usePrometheus: r.bool('USE_PROMETHEUS', false),
+      prometheusAddr: r.string('PROMETHEUS_ADDR', ':9090'),
+      prometheusPath: r.string('PROMETHEUS_PATH', '/metrics'),
+      prometheusMapperYaml: r.string('PROMETHEUS_MAPPER_YAML', ''),
+    },
+
+    tracing: {
+      enabled: r.bool('TRACING_ENABLED', false),
+      exporterProtocol: r.oneOf('TRACING_EXPORTER_PROTOCOL', 'http', ['http', 'grpc'] as const),
+      serviceName: r.string('TRACING_SERVICE_NAME', 'RateLimit'),
+      serviceNamespace: r.string('TRACING_SERVICE_NAMESPACE', ''),
+      serviceInstanceId: r.string('TRACING_SERVICE_INSTANCE_ID', ''),
+      samplingRate: r.float('TRACING_SAMPLING_RATE', 1, { min: 0, max: 1 }),
+    },
+  };
+
+  // LocalCacheSizeInBytes is the spelling in the spec's table; the reference reads LOCAL_CACHE_SIZE_IN_BYTES.
+  if (r.raw('LOCAL_CACHE_SIZE_IN_BYTES') === undefined && r.raw('LocalCacheSizeInBytes') !== undefined) {
+    s.localCacheSizeInBytes = r.int('LocalCacheSizeInBytes', 0, { min: 0 });
+  }
+  if (s.grpcServerUseTls && (!s.grpcServerTlsCert || !s.grpcServerTlsKey)) {
+    throw new SettingsError(
+      'GRPC_SERVER_TLS_CERT',
+      'GRPC_SERVER_USE_TLS=true needs GRPC_SERVER_TLS_CERT and GRPC_SERVER_TLS_KEY',
+    );
+  }
+  if (s.memcache.hostPort.length > 0 && s.memcache.srv !== '') {
+    throw new SettingsError('MEMCACHE_SRV', 'MEMCACHE_HOST_PORT and MEMCACHE_SRV are mutually exclusive');
+  }
+  return s;
+}
