@@ -10,6 +10,7 @@ command -v redis-sentinel >/dev/null || need+=(redis-sentinel)
 command -v redis-cli >/dev/null || need+=(redis-tools)
 command -v memcached >/dev/null || need+=(memcached)
 command -v openssl >/dev/null || need+=(openssl)
+command -v chromium >/dev/null || need+=(chromium) # papers/ browser test (playwright-core drives it)
 if [ ${#need[@]} -gt 0 ]; then
   echo "install-deps: apt-get install ${need[*]}"
   SUDO=""
