@@ -1,0 +1,129 @@
+// Hot reload from files: direct edits (RUNTIME_WATCH_ROOT=false), symlink swaps of the root
+// (the default), a bad file keeping the last good config, and MERGE_DOMAIN_CONFIG.
+import t from 'tap';
+import { mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { descriptor, eventually, startTestApp } from '../test-support.js';
+
+const limitYaml = (n: number) => `
+domain: reload
+descriptors:
+  - key: k
+    rate_limit: { unit: minute, requests_per_unit: ${n} }
+`;
+
+t.test('editing a file changes decisions (RUNTIME_WATCH_ROOT=false)', async (t) => {
+  const svc = await startTestApp({ files: { 'a.yaml': limitYaml(5) } });
+  t.teardown(() => svc.close());
+  const first = await svc.call({ domain: 'reload', descriptors: [descriptor(['k', '1'])] });
+  t.equal(first.statuses[0].currentLimit!.requestsPerUnit, 5);
+  svc.writeConfig('a.yaml', limitYaml(7));
+  await eventually(
+    async () => {
+      const r = await svc.call({ domain: 'reload', descriptors: [descriptor(['k', '2'])] });
+      return r.statuses[0].currentLimit?.requestsPerUnit === 7;
+    },
+    5000,
+    'the new limit',
+  );
+  t.pass('new limit served');
+  t.equal(svc.app.stats.snapshot()['ratelimit.service.config_load_success'], 2);
+});
+
+t.test(
+  'a bad file is rejected with the file and field named; the last good config keeps serving',
+  async (t) => {
+    const svc = await startTestApp({ files: { 'a.yaml': limitYaml(5) } });
+    t.teardown(() => svc.close());
+    const logged: string[] = [];
+    const orig = svc.app.logger.error.bind(svc.app.logger);
+    svc.app.logger.error = ((msg: string) => {
+      logged.push(String(msg));
+      return orig(msg);
+    }) as typeof svc.app.logger.error;
+    svc.writeConfig(
+      'b.yaml',
+      'domain: other\ndescriptors:\n  - key: x\n    rate_limit: { unit: fortnight, requests_per_unit: 1 }\n',
+    );
+    await eventually(
+      () => svc.app.stats.snapshot()['ratelimit.service.config_load_error'] === 1,
+      5000,
+      'config_load_error',
+    );
+    t.match(logged.join('\n'), /b\.yaml/);
+    t.match(logged.join('\n'), /unit/);
+    const r = await svc.call({ domain: 'reload', descriptors: [descriptor(['k', '1'])] });
+    t.equal(r.statuses[0].currentLimit!.requestsPerUnit, 5, 'old config still serving');
+    const other = await svc.call({ domain: 'other', descriptors: [descriptor(['x', '1'])] });
+    t.notOk(other.statuses[0].currentLimit, 'nothing of the bad file was loaded');
+  },
+);
+
+t.test('duplicate domains are rejected unless MERGE_DOMAIN_CONFIG=true', async (t) => {
+  const a = 'domain: m\ndescriptors:\n  - key: a\n    rate_limit: { unit: second, requests_per_unit: 1 }\n';
+  const b = 'domain: m\ndescriptors:\n  - key: b\n    rate_limit: { unit: second, requests_per_unit: 2 }\n';
+  const merged = await startTestApp({
+    files: { 'a.yaml': a, 'b.yaml': b },
+    env: { MERGE_DOMAIN_CONFIG: 'true' },
+  });
+  t.teardown(() => merged.close());
+  const r = await merged.call({ domain: 'm', descriptors: [descriptor(['a', '1']), descriptor(['b', '1'])] });
+  t.equal(r.statuses[0].currentLimit!.requestsPerUnit, 1);
+  t.equal(r.statuses[1].currentLimit!.requestsPerUnit, 2);
+
+  const strict = await startTestApp({
+    files: { 'a.yaml': a },
+    env: { FORCE_START_WITHOUT_INITIAL_CONFIG: 'true' },
+  });
+  t.teardown(() => strict.close());
+  strict.writeConfig('b.yaml', b);
+  await eventually(
+    () => strict.app.stats.snapshot()['ratelimit.service.config_load_error'] === 1,
+    5000,
+    'rejection',
+  );
+  const s = await strict.call({ domain: 'm', descriptors: [descriptor(['b', '1'])] });
+  t.notOk(s.statuses[0].currentLimit, 'b.yaml not merged');
+});
+
+t.test('RUNTIME_WATCH_ROOT=true reloads when the root symlink is swapped', async (t) => {
+  const base = mkdtempSync(join(tmpdir(), 'rl-swap-'));
+  t.teardown(() => rmSync(base, { recursive: true, force: true }));
+  const v1 = join(base, 'v1');
+  const v2 = join(base, 'v2');
+  for (const [dir, n] of [
+    [v1, 3],
+    [v2, 9],
+  ] as const) {
+    mkdirSync(join(dir, 'config'), { recursive: true });
+    writeFileSync(join(dir, 'config', 'c.yaml'), limitYaml(n));
+  }
+  const current = join(base, 'current');
+  symlinkSync(v1, current);
+  const svc = await startTestApp({ env: { RUNTIME_ROOT: current, RUNTIME_WATCH_ROOT: 'true' } });
+  t.teardown(() => svc.close());
+  const r1 = await svc.call({ domain: 'reload', descriptors: [descriptor(['k', '1'])] });
+  t.equal(r1.statuses[0].currentLimit!.requestsPerUnit, 3);
+  // the atomic swap deployments use: a new link renamed over the old one
+  symlinkSync(v2, join(base, 'next'));
+  renameSync(join(base, 'next'), current);
+  await eventually(
+    async () => {
+      const r = await svc.call({ domain: 'reload', descriptors: [descriptor(['k', '1'])] });
+      return r.statuses[0].currentLimit?.requestsPerUnit === 9;
+    },
+    5000,
+    'the swapped config',
+  );
+  t.pass('swapped config served');
+});
+
+t.test('RUNTIME_IGNOREDOTFILES skips dot files', async (t) => {
+  const svc = await startTestApp({
+    files: { 'a.yaml': limitYaml(5), '.hidden.yaml': 'domain: hidden\ndescriptors: []\n' },
+    env: { RUNTIME_IGNOREDOTFILES: 'true' },
+  });
+  t.teardown(() => svc.close());
+  t.same(svc.app.service.getConfig()!.domains, ['reload']);
+});
