@@ -1,0 +1,6 @@
+// Public face of control-plane/: the snapshot cache, the SotW ADS server, its metrics and the
+// standalone directory source.
+export * from './cache.js';
+export * from './server.js';
+export * from './metrics.js';
+export * from './resources.js';

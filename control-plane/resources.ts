@@ -1,0 +1,18 @@
+// Building xDS resources for the cache from rate limit configs.
+import {
+  documentToRateLimitConfig,
+  encodeRateLimitConfig,
+  RATELIMIT_CONFIG_TYPE_URL,
+  type RateLimitConfigInit,
+} from '../proto/index.js';
+import type { Resource } from './cache.js';
+
+/** A RateLimitConfig resource; its name is the message's name (unique within a snapshot). */
+export function rateLimitConfigResource(msg: RateLimitConfigInit & { name: string }): Resource {
+  return { name: msg.name, typeUrl: RATELIMIT_CONFIG_TYPE_URL, value: encodeRateLimitConfig(msg) };
+}
+
+/** A RateLimitConfig resource from a ratelimit YAML document (already validated). */
+export function resourceFromDocument(name: string, document: unknown): Resource {
+  return rateLimitConfigResource(documentToRateLimitConfig(name, document));
+}

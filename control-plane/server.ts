@@ -1,0 +1,378 @@
+// State-of-the-world ADS server: envoy.service.discovery.v3.AggregatedDiscoveryService/
+// StreamAggregatedResources on @grpc/grpc-js, serving whatever the SnapshotCache holds.
+//
+// Per stream and type URL at most one response is in flight: the next one goes out after the
+// ACK/NACK of the previous one (the request that carries the nonce we sent), as go-control-plane
+// does. A request with a nonce other than the last one sent is stale and ignored. A NACKed version
+// is never sent again on that stream.
+import { randomBytes } from 'node:crypto';
+import { EventEmitter } from 'node:events';
+import { readFileSync } from 'node:fs';
+import * as grpc from '@grpc/grpc-js';
+import {
+  adsServiceDefinition,
+  type WireDiscoveryRequest,
+  type WireDiscoveryResponse,
+} from '../proto/index.js';
+import type { SnapshotCache } from './cache.js';
+
+export interface Logger {
+  debug(obj: object, msg?: string): void;
+  info(obj: object, msg?: string): void;
+  warn(obj: object, msg?: string): void;
+  error(obj: object, msg?: string): void;
+}
+
+export const silentLogger: Logger = { debug() {}, info() {}, warn() {}, error() {} };
+
+/** The state of one type URL on one stream. */
+export interface StreamTypeState {
+  readonly typeUrl: string;
+  /** Version of the last response sent, undefined before the first. */
+  readonly versionSent: string | undefined;
+  readonly nonceSent: string | undefined;
+  /** Last version the client said it runs: an ACK, or the version_info it resumed with on a new stream. */
+  readonly versionAcked: string | undefined;
+  readonly ackedAt: Date | undefined;
+  readonly lastNack: { readonly version: string; readonly message: string; readonly at: Date } | undefined;
+  readonly nackedVersions: ReadonlySet<string>;
+  /** A response is out and neither ACKed nor NACKed yet. */
+  readonly awaitingAck: boolean;
+}
+
+/** One open ADS stream (one pod's connection). */
+export interface StreamState {
+  readonly id: number;
+  /** Node id from the first request. */
+  readonly nodeId: string;
+  readonly peer: string;
+  readonly connectedSince: Date;
+  readonly types: ReadonlyMap<string, StreamTypeState>;
+}
+
+export interface AckEvent {
+  readonly stream: StreamState;
+  readonly typeUrl: string;
+  readonly version: string;
+  /** True when the version came from the first request of a new stream (the pod already ran it). */
+  readonly resumed: boolean;
+}
+export interface NackEvent {
+  readonly stream: StreamState;
+  readonly typeUrl: string;
+  readonly version: string;
+  readonly message: string;
+}
+export interface ResponseEvent {
+  readonly stream: StreamState;
+  readonly typeUrl: string;
+  readonly version: string;
+  readonly nonce: string;
+  readonly resources: number;
+}
+
+export interface AdsServerEvents {
+  connect: [StreamState];
+  disconnect: [StreamState];
+  ack: [AckEvent];
+  nack: [NackEvent];
+  response: [ResponseEvent];
+  stale: [{ stream: StreamState; typeUrl: string; nonce: string }];
+}
+
+export interface TlsFiles {
+  /** PEM certificate chain of the server. */
+  readonly certFile: string;
+  readonly keyFile: string;
+  /** PEM CA bundle to verify client certificates with; required for mutual TLS. */
+  readonly caFile?: string;
+  /** Mutual TLS: reject clients without a certificate signed by caFile (default true when caFile is set). */
+  readonly requireClientCert?: boolean;
+}
+
+export interface KeepaliveOptions {
+  /** Server pings an idle connection after this long (default 30 s). */
+  readonly timeMs?: number;
+  /** And closes it if the ping is not answered within this (default 10 s). */
+  readonly timeoutMs?: number;
+  /** Optional GOAWAY after this connection age, so pods rebalance over replicas. */
+  readonly maxConnectionAgeMs?: number;
+  readonly maxConnectionAgeGraceMs?: number;
+}
+
+export interface AdsServerOptions {
+  readonly cache: SnapshotCache;
+  /** host:port; port 0 picks a free one (see `port` after start). Default 0.0.0.0:18000. */
+  readonly listen?: string;
+  readonly tls?: TlsFiles;
+  readonly keepalive?: KeepaliveOptions;
+  /** Bound on a request (default 4 MiB; requests are small). */
+  readonly maxReceiveMessageBytes?: number;
+  /** Bound on a response (default 16 MiB; clients must accept as much, XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES). */
+  readonly maxSendMessageBytes?: number;
+  /** control_plane.identifier in responses. */
+  readonly identifier?: string;
+  readonly logger?: Logger;
+}
+
+export const DEFAULT_LISTEN = '0.0.0.0:18000';
+
+class TypeState implements StreamTypeState {
+  versionSent: string | undefined;
+  nonceSent: string | undefined;
+  versionAcked: string | undefined;
+  ackedAt: Date | undefined;
+  lastNack: { version: string; message: string; at: Date } | undefined;
+  readonly nackedVersions = new Set<string>();
+  awaitingAck = false;
+  /** version_info of the client's last accepted request: what it runs now. */
+  clientVersion = '';
+  constructor(readonly typeUrl: string) {}
+}
+
+class OpenStream implements StreamState {
+  nodeId = '';
+  readonly connectedSince = new Date();
+  readonly types = new Map<string, TypeState>();
+  closed = false;
+  constructor(
+    readonly id: number,
+    readonly peer: string,
+    readonly call: grpc.ServerDuplexStream<WireDiscoveryRequest, WireDiscoveryResponse>,
+  ) {}
+}
+
+export class AdsServer extends EventEmitter<AdsServerEvents> {
+  private readonly cache: SnapshotCache;
+  private readonly log: Logger;
+  private server: grpc.Server | undefined;
+  private readonly open = new Map<number, OpenStream>();
+  private streamSeq = 0;
+  private nonceSeq = 0;
+  // Nonces differ across server instances, so a nonce from another replica is never taken as ours.
+  private readonly noncePrefix = randomBytes(4).toString('hex');
+  private boundPort = 0;
+  private readonly onCacheChange = () => this.pushAll();
+
+  constructor(private readonly opts: AdsServerOptions) {
+    super();
+    this.cache = opts.cache;
+    this.log = opts.logger ?? silentLogger;
+  }
+
+  /** Port bound by start(). */
+  get port(): number {
+    return this.boundPort;
+  }
+
+  /** Snapshot of every open stream that has sent its first request. */
+  streams(): StreamState[] {
+    return [...this.open.values()].filter((s) => s.nodeId !== '');
+  }
+
+  async start(): Promise<void> {
+    if (this.server) throw new Error('AdsServer already started');
+    const o = this.opts;
+    const ka = o.keepalive ?? {};
+    const channelOptions: grpc.ChannelOptions = {
+      'grpc.keepalive_time_ms': ka.timeMs ?? 30_000,
+      'grpc.keepalive_timeout_ms': ka.timeoutMs ?? 10_000,
+      'grpc.keepalive_permit_without_calls': 1,
+      'grpc.max_receive_message_length': o.maxReceiveMessageBytes ?? 4 * 1024 * 1024,
+      'grpc.max_send_message_length': o.maxSendMessageBytes ?? 16 * 1024 * 1024,
+    };
+    if (ka.maxConnectionAgeMs) channelOptions['grpc.max_connection_age_ms'] = ka.maxConnectionAgeMs;
+    if (ka.maxConnectionAgeGraceMs)
+      channelOptions['grpc.max_connection_age_grace_ms'] = ka.maxConnectionAgeGraceMs;
+    const server = new grpc.Server(channelOptions);
+    server.addService(adsServiceDefinition(), {
+      StreamAggregatedResources: (
+        call: grpc.ServerDuplexStream<WireDiscoveryRequest, WireDiscoveryResponse>,
+      ) => this.handleStream(call),
+      DeltaAggregatedResources: (call: grpc.ServerDuplexStream<unknown, unknown>) => {
+        call.emit('error', {
+          code: grpc.status.UNIMPLEMENTED,
+          details: 'only state-of-the-world xDS is served',
+        });
+      },
+    });
+    const creds = this.credentials();
+    const listen = o.listen ?? DEFAULT_LISTEN;
+    this.boundPort = await new Promise<number>((resolve, reject) =>
+      server.bindAsync(listen, creds, (err, port) => (err ? reject(err) : resolve(port))),
+    );
+    this.server = server;
+    this.cache.on('change', this.onCacheChange);
+    this.log.info(
+      { listen, port: this.boundPort, tls: !!o.tls, mtls: !!o.tls?.caFile },
+      'xDS server listening',
+    );
+  }
+
+  private credentials(): grpc.ServerCredentials {
+    const t = this.opts.tls;
+    if (!t) return grpc.ServerCredentials.createInsecure();
+    const ca = t.caFile ? readFileSync(t.caFile) : null;
+    return grpc.ServerCredentials.createSsl(
+      ca,
+      [{ cert_chain: readFileSync(t.certFile), private_key: readFileSync(t.keyFile) }],
+      ca ? (t.requireClientCert ?? true) : false,
+    );
+  }
+
+  async close(): Promise<void> {
+    const server = this.server;
+    if (!server) return;
+    this.server = undefined;
+    this.cache.off('change', this.onCacheChange);
+    // Ending our side of each stream lets clients reconnect elsewhere at once.
+    for (const s of this.open.values()) {
+      try {
+        s.call.end();
+      } catch {
+        /* already closed */
+      }
+    }
+    await new Promise<void>((resolve) => {
+      const t = setTimeout(() => {
+        server.forceShutdown();
+        resolve();
+      }, 1000);
+      server.tryShutdown(() => {
+        clearTimeout(t);
+        resolve();
+      });
+    });
+    for (const s of [...this.open.values()]) this.closeStream(s);
+  }
+
+  private handleStream(call: grpc.ServerDuplexStream<WireDiscoveryRequest, WireDiscoveryResponse>): void {
+    const s = new OpenStream(++this.streamSeq, call.getPeer(), call);
+    this.open.set(s.id, s);
+    call.on('data', (req: WireDiscoveryRequest) => {
+      try {
+        this.onRequest(s, req);
+      } catch (err) {
+        this.log.error({ err, stream: s.id }, 'xDS request handling failed');
+      }
+    });
+    call.on('end', () => {
+      try {
+        call.end();
+      } catch {
+        /* already closed */
+      }
+      this.closeStream(s);
+    });
+    call.on('error', () => this.closeStream(s));
+    call.on('cancelled', () => this.closeStream(s));
+    call.on('close', () => this.closeStream(s));
+  }
+
+  private closeStream(s: OpenStream): void {
+    if (s.closed) return;
+    s.closed = true;
+    this.open.delete(s.id);
+    if (s.nodeId !== '') {
+      this.log.info({ stream: s.id, node: s.nodeId, peer: s.peer }, 'xDS stream closed');
+      this.emit('disconnect', s);
+    }
+  }
+
+  private onRequest(s: OpenStream, req: WireDiscoveryRequest): void {
+    if (s.closed) return;
+    if (s.nodeId === '') {
+      const id = req.node?.id ?? '';
+      if (id === '') {
+        s.call.emit('error', {
+          code: grpc.status.INVALID_ARGUMENT,
+          details: 'the first request must carry node.id',
+        });
+        this.closeStream(s);
+        return;
+      }
+      s.nodeId = id;
+      this.log.info({ stream: s.id, node: id, peer: s.peer }, 'xDS stream opened');
+      this.emit('connect', s);
+    }
+    const typeUrl = req.typeUrl ?? '';
+    if (typeUrl === '') {
+      this.log.warn({ stream: s.id, node: s.nodeId }, 'ignoring ADS request without type_url');
+      return;
+    }
+    let ts = s.types.get(typeUrl);
+    const firstForType = !ts;
+    if (!ts) s.types.set(typeUrl, (ts = new TypeState(typeUrl)));
+    const nonce = req.responseNonce ?? '';
+    const version = req.versionInfo ?? '';
+
+    if (ts.nonceSent !== undefined) {
+      if (nonce !== ts.nonceSent) {
+        this.log.debug(
+          { stream: s.id, node: s.nodeId, nonce, expected: ts.nonceSent },
+          'stale nonce ignored',
+        );
+        this.emit('stale', { stream: s, typeUrl, nonce });
+        return;
+      }
+      ts.awaitingAck = false;
+      if (req.errorDetail) {
+        const nacked = ts.versionSent ?? '';
+        const message = req.errorDetail.message ?? '';
+        ts.lastNack = { version: nacked, message, at: new Date() };
+        ts.nackedVersions.add(nacked);
+        this.log.warn({ stream: s.id, node: s.nodeId, version: nacked, message }, 'xDS NACK');
+        this.emit('nack', { stream: s, typeUrl, version: nacked, message });
+      } else {
+        ts.versionAcked = version;
+        ts.ackedAt = new Date();
+        this.log.debug({ stream: s.id, node: s.nodeId, version }, 'xDS ACK');
+        this.emit('ack', { stream: s, typeUrl, version, resumed: false });
+      }
+    } else if (firstForType && version !== '' && !req.errorDetail) {
+      // A pod reconnecting (maybe from another replica) tells us what it runs; with content
+      // hashed versions that is comparable with ours.
+      ts.versionAcked = version;
+      ts.ackedAt = new Date();
+      this.emit('ack', { stream: s, typeUrl, version, resumed: true });
+    }
+    ts.clientVersion = version;
+    this.respond(s, ts);
+  }
+
+  private respond(s: OpenStream, ts: TypeState): void {
+    if (s.closed || ts.awaitingAck) return;
+    const snap = this.cache.getSnapshot(s.nodeId);
+    if (!snap) return;
+    const set = snap.resourceSet(ts.typeUrl);
+    if (set.version === ts.clientVersion || ts.nackedVersions.has(set.version)) return;
+    const nonce = `${this.noncePrefix}-${++this.nonceSeq}`;
+    const resp: WireDiscoveryResponse = {
+      versionInfo: set.version,
+      typeUrl: ts.typeUrl,
+      nonce,
+      resources: set.resources.map((r) => ({ typeUrl: r.typeUrl, value: r.value })),
+      controlPlane: this.opts.identifier ? { identifier: this.opts.identifier } : null,
+    };
+    ts.versionSent = set.version;
+    ts.nonceSent = nonce;
+    ts.awaitingAck = true;
+    s.call.write(resp);
+    this.log.debug({ stream: s.id, node: s.nodeId, version: set.version, nonce }, 'xDS response sent');
+    this.emit('response', {
+      stream: s,
+      typeUrl: ts.typeUrl,
+      version: set.version,
+      nonce,
+      resources: set.resources.length,
+    });
+  }
+
+  /** Offers the current snapshot to every open stream (a no-op for those already on it or awaiting an ACK). */
+  private pushAll(): void {
+    for (const s of this.open.values()) {
+      if (s.nodeId === '') continue;
+      for (const ts of s.types.values()) this.respond(s, ts);
+    }
+  }
+}
