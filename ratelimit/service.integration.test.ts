@@ -154,6 +154,12 @@ t.test('HTTP /json: 400 for bad JSON, an empty domain, no descriptors, unknown f
   const none = await svc.postJson({ domain: 'basic', descriptors: [] });
   t.equal(none.status, 400);
   t.match(none.body, 'rate limit descriptor list must not be empty');
+  const form = await fetch(`${svc.httpUrl}/json`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: JSON.stringify({ domain: 'basic', descriptors: [{ entries: [{ key: 'key1', value: 'curl' }] }] }),
+  });
+  t.equal(form.status, 200, 'curl -d (form content type) is read as JSON, as the reference does');
   const unknown = await svc.postJson({ domain: 'basic', descriptors: [], bogus: 1 });
   t.equal(unknown.status, 400);
   t.match(unknown.body, "unknown field 'bogus'");

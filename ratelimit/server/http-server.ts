@@ -28,6 +28,17 @@ export class RateLimitHttpServer {
       reply.code(code).type('text/plain').send(err.message);
     });
 
+    // Like the reference, /json takes the body as JSON whatever the content type says
+    // (curl -d sends application/x-www-form-urlencoded).
+    this.app.addContentTypeParser('*', { parseAs: 'string' }, (_req, body, done) => {
+      try {
+        done(null, JSON.parse(body as string));
+      } catch (err) {
+        (err as Error & { statusCode?: number }).statusCode = 400;
+        done(err as Error, undefined);
+      }
+    });
+
     this.app.post('/json', async (req, reply) => {
       let response;
       try {
