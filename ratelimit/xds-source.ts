@@ -1,6 +1,49 @@
-// Placeholder until the xDS client lands: CONFIG_TYPE=GRPC_XDS_SOTW is refused with a clear message.
+// CONFIG_TYPE=GRPC_XDS_SOTW: the xDS client feeds validated configs to the app.
+// A config that fails validation is NACKed with the validator's message and the previous one keeps
+// serving; while disconnected the last good config keeps serving.
 import type { ConfigSource, RateLimitApp } from './app.js';
+import { compileConfig } from './config/index.js';
+import { XdsConfigClient } from './xds/index.js';
 
-export async function createXdsSource(_app: RateLimitApp): Promise<ConfigSource> {
-  throw new Error('CONFIG_TYPE=GRPC_XDS_SOTW: the xDS client is not available in this build');
+export async function createXdsSource(app: RateLimitApp): Promise<ConfigSource> {
+  const s = app.settings;
+  const x = s.xds;
+  const log = app.logger.child({ component: 'xds' });
+  const client = new XdsConfigClient({
+    nodeId: x.nodeId,
+    nodeMetadata: x.nodeMetadata,
+    serverUrl: x.serverUrl,
+    connectRetryInterval: x.connectRetryIntervalMs,
+    useTls: x.useTls,
+    clientCert: x.clientTlsCert || undefined,
+    clientKey: x.clientTlsKey || undefined,
+    serverCaCert: x.serverTlsCaCert || undefined,
+    serverSan: x.serverTlsSan || undefined,
+    additionalHeaders: x.additionalHeaders,
+    backoff: {
+      initialMs: x.backoffInitialMs,
+      maxMs: x.backoffMaxMs,
+      randomFactor: x.backoffRandomFactor,
+      jitter: x.backoffJitter,
+    },
+    maxMessageSize: x.maxMsgSizeBytes > 0 ? x.maxMsgSizeBytes : undefined,
+    logger: log,
+    onConfig: (documents) => {
+      try {
+        const config = compileConfig(documents, { mergeDomainConfig: s.mergeDomainConfig });
+        app.setConfig(config);
+        return undefined;
+      } catch (err) {
+        app.applyConfig({ error: err as Error });
+        return (err as Error).message;
+      }
+    },
+  });
+  client.on('disconnected', ({ error, delayMs }) =>
+    log.warn(`xDS stream to ${x.serverUrl} ended (${error?.message ?? 'closed'}); retrying in ${delayMs} ms`),
+  );
+  return {
+    start: async () => client.start(),
+    close: () => client.close(),
+  };
 }
