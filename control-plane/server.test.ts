@@ -43,6 +43,10 @@ t.test('initial response carries the whole set; an ACK gets no response; an upda
   s.send({ versionInfo: '' });
   const r1 = await s.next();
   t.equal(r1.typeUrl, RATELIMIT_CONFIG_TYPE_URL);
+  t.ok(
+    r1.resources?.every((r) => r.type_url === RATELIMIT_CONFIG_TYPE_URL),
+    'Any carries the type URL',
+  );
   t.same(
     r1.resources?.map((r) => decodeRateLimitConfig(r.value!).name),
     ['a', 'b'],

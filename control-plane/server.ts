@@ -351,7 +351,7 @@ export class AdsServer extends EventEmitter<AdsServerEvents> {
       versionInfo: set.version,
       typeUrl: ts.typeUrl,
       nonce,
-      resources: set.resources.map((r) => ({ typeUrl: r.typeUrl, value: r.value })),
+      resources: set.resources.map((r) => ({ type_url: r.typeUrl, value: r.value })),
       controlPlane: this.opts.identifier ? { identifier: this.opts.identifier } : null,
     };
     ts.versionSent = set.version;

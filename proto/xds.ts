@@ -285,8 +285,9 @@ export function documentToRateLimitConfig(name: string, doc: unknown): RateLimit
 // ---------------------------------------------------------------------------------------------
 // ADS (envoy.service.discovery.v3) shapes as grpc-js hands them over with LOADER_OPTIONS.
 
+/** google.protobuf.Any keeps its snake_case field name: proto-loader takes it from protobufjs' bundled common types. */
 export interface WireAny {
-  typeUrl?: string;
+  type_url?: string;
   value?: Uint8Array;
 }
 export interface WireNode {

@@ -1,0 +1,250 @@
+// The service's xDS client (CONFIG_TYPE=GRPC_XDS_SOTW): one ADS stream subscribed to
+// RateLimitConfig. Good configs are ACKed, invalid ones NACKed with the validator's message while
+// the previous config keeps serving; the stream is re-established forever with backoff, and the
+// last good config keeps serving while disconnected.
+import { EventEmitter } from 'node:events';
+import { readFileSync } from 'node:fs';
+import * as grpc from '@grpc/grpc-js';
+import {
+  ADS_STREAM_METHOD,
+  adsClientConstructor,
+  decodeRateLimitConfig,
+  RATELIMIT_CONFIG_TYPE_URL,
+  rateLimitConfigToDocument,
+  type WireDiscoveryRequest,
+  type WireDiscoveryResponse,
+  type WireNode,
+} from '../../proto/index.js';
+import type { ParsedConfigSource } from '../config/types.js';
+import { DEFAULT_BACKOFF, ExponentialBackoff, type BackoffOptions } from './backoff.js';
+
+export interface XdsLogger {
+  debug(obj: object, msg?: string): void;
+  info(obj: object, msg?: string): void;
+  warn(obj: object, msg?: string): void;
+  error(obj: object, msg?: string): void;
+}
+
+const silent: XdsLogger = { debug() {}, info() {}, warn() {}, error() {} };
+
+export interface XdsConfigClientOptions {
+  /** CONFIG_GRPC_XDS_NODE_ID. */
+  readonly nodeId: string;
+  /** CONFIG_GRPC_XDS_NODE_METADATA (`k=v,k2=v2`), sent as node.metadata string values. */
+  readonly nodeMetadata?: Readonly<Record<string, string>>;
+  /** CONFIG_GRPC_XDS_SERVER_URL, host:port. */
+  readonly serverUrl: string;
+  /** CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL in ms: the channel's connect retry interval (default 3 s). */
+  readonly connectRetryInterval?: number;
+  /** CONFIG_GRPC_XDS_SERVER_USE_TLS. */
+  readonly useTls?: boolean;
+  /** CONFIG_GRPC_XDS_CLIENT_TLS_CERT / _KEY: file paths of the client certificate (mutual TLS). */
+  readonly clientCert?: string;
+  readonly clientKey?: string;
+  /** CONFIG_GRPC_XDS_SERVER_TLS_CACERT: file path of the CA that signed the server certificate. */
+  readonly serverCaCert?: string;
+  /** CONFIG_GRPC_XDS_SERVER_TLS_SAN: name to verify in the server certificate instead of the URL's host. */
+  readonly serverSan?: string;
+  /** CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS: metadata sent on the stream. */
+  readonly additionalHeaders?: Readonly<Record<string, string>>;
+  /** XDS_CLIENT_BACKOFF_*: wait before re-establishing a broken stream. */
+  readonly backoff?: Partial<BackoffOptions>;
+  /** XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES: largest response accepted (grpc default 4 MiB). */
+  readonly maxMessageSize?: number;
+  /** Validates and applies a config; returns an error message to NACK, undefined to ACK. */
+  readonly onConfig: (documents: ParsedConfigSource[], version: string) => string | undefined;
+  readonly logger?: XdsLogger;
+}
+
+export interface XdsConfigClientEvents {
+  /** The channel is connected to the server. */
+  connected: [];
+  /** The stream ended; a reconnect follows after `delayMs`. */
+  disconnected: [{ error?: Error; delayMs: number }];
+  /** A config was accepted (and ACKed). */
+  config: [{ version: string; documents: ParsedConfigSource[] }];
+  ack: [{ version: string; nonce: string }];
+  nack: [{ version: string; nonce: string; message: string }];
+}
+
+type AdsCall = grpc.ClientDuplexStream<WireDiscoveryRequest, WireDiscoveryResponse>;
+
+/** INVALID_ARGUMENT, the status code carried in error_detail of a NACK. */
+const NACK_CODE = 3;
+
+export class XdsConfigClient extends EventEmitter<XdsConfigClientEvents> {
+  private readonly log: XdsLogger;
+  private readonly backoff: ExponentialBackoff;
+  private client: grpc.Client | undefined;
+  private call: AdsCall | undefined;
+  private retryTimer: NodeJS.Timeout | undefined;
+  private started = false;
+  private closed = false;
+  private acked: string | undefined;
+  private readonly node: WireNode;
+
+  constructor(private readonly opts: XdsConfigClientOptions) {
+    super();
+    this.log = opts.logger ?? silent;
+    this.backoff = new ExponentialBackoff({ ...DEFAULT_BACKOFF, ...opts.backoff });
+    const fields: Record<string, { stringValue: string }> = {};
+    for (const [k, v] of Object.entries(opts.nodeMetadata ?? {})) fields[k] = { stringValue: v };
+    this.node = { id: opts.nodeId, metadata: { fields }, userAgentName: 'envoy-ratelimit-ts' };
+  }
+
+  /** True once a config has been accepted; stays true across reconnects. */
+  get hasReceivedConfig(): boolean {
+    return this.acked !== undefined;
+  }
+
+  /** Version of the config in use (last ACKed), undefined before the first. */
+  get version(): string | undefined {
+    return this.acked;
+  }
+
+  start(): void {
+    if (this.started) return;
+    this.started = true;
+    this.log.info(
+      { server: this.opts.serverUrl, node: this.opts.nodeId },
+      'starting xDS client for rate limit configurations',
+    );
+    this.connect();
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    this.retryTimer = undefined;
+    const call = this.call;
+    this.call = undefined;
+    call?.cancel();
+    this.client?.close();
+    this.client = undefined;
+  }
+
+  private credentials(): grpc.ChannelCredentials {
+    const o = this.opts;
+    if (!o.useTls) return grpc.credentials.createInsecure();
+    // Files are read on each connect, so rotated certificates are picked up on the next reconnect.
+    return grpc.credentials.createSsl(
+      o.serverCaCert ? readFileSync(o.serverCaCert) : null,
+      o.clientKey ? readFileSync(o.clientKey) : null,
+      o.clientCert ? readFileSync(o.clientCert) : null,
+    );
+  }
+
+  private connect(): void {
+    if (this.closed) return;
+    const o = this.opts;
+    const retry = o.connectRetryInterval ?? 3000;
+    const options: grpc.ChannelOptions = {
+      'grpc.initial_reconnect_backoff_ms': retry,
+      'grpc.max_reconnect_backoff_ms': retry,
+    };
+    if (o.maxMessageSize) options['grpc.max_receive_message_length'] = o.maxMessageSize;
+    if (o.useTls && o.serverSan) {
+      options['grpc.ssl_target_name_override'] = o.serverSan;
+      options['grpc.default_authority'] = o.serverSan;
+    }
+    let client: grpc.Client;
+    try {
+      const Ctor = adsClientConstructor();
+      client = new Ctor(o.serverUrl, this.credentials(), options);
+    } catch (err) {
+      this.scheduleReconnect(err as Error);
+      return;
+    }
+    this.client = client;
+    client.waitForReady(Infinity, (err) => {
+      if (!err && this.client === client && !this.closed) {
+        this.log.info({ server: o.serverUrl }, 'connected to xDS management server');
+        this.emit('connected');
+      }
+    });
+    // waitForReady: while the server is unreachable the stream waits for the channel, which retries
+    // the connection every connectRetryInterval (the reference dials with WithBlock).
+    const md = new grpc.Metadata({ waitForReady: true });
+    for (const [k, v] of Object.entries(o.additionalHeaders ?? {})) md.set(k, v);
+    const method = (client as unknown as Record<string, (md: grpc.Metadata) => AdsCall>)[ADS_STREAM_METHOD];
+    const call = method.call(client, md);
+    this.call = call;
+    call.on('data', (resp: WireDiscoveryResponse) => this.onResponse(call, resp));
+    call.on('error', (err: Error) => this.onStreamEnd(call, err));
+    call.on('end', () => this.onStreamEnd(call));
+    // A pod that reconnects announces what it runs; a server with the same content stays silent.
+    this.send(call, { versionInfo: this.acked ?? '', responseNonce: '' });
+  }
+
+  private send(call: AdsCall, req: WireDiscoveryRequest): void {
+    try {
+      call.write({ node: this.node, typeUrl: RATELIMIT_CONFIG_TYPE_URL, resourceNames: [], ...req });
+    } catch (err) {
+      this.log.warn({ err }, 'xDS request not sent');
+    }
+  }
+
+  private onStreamEnd(call: AdsCall, error?: Error): void {
+    if (call !== this.call) return;
+    this.call = undefined;
+    this.client?.close();
+    this.client = undefined;
+    if (this.closed) return;
+    this.scheduleReconnect(error);
+  }
+
+  private scheduleReconnect(error?: Error): void {
+    if (this.closed) return;
+    const delayMs = this.backoff.next();
+    this.log.error(
+      { err: error?.message, delayMs, keepServing: this.acked },
+      'xDS stream to the management server ended; reconnecting',
+    );
+    this.emit('disconnected', { error, delayMs });
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = undefined;
+      this.connect();
+    }, delayMs);
+  }
+
+  private onResponse(call: AdsCall, resp: WireDiscoveryResponse): void {
+    if (call !== this.call || this.closed) return;
+    // The stream works: the next break starts the backoff from the initial interval again.
+    this.backoff.reset();
+    const version = resp.versionInfo ?? '';
+    const nonce = resp.nonce ?? '';
+    if (resp.typeUrl !== RATELIMIT_CONFIG_TYPE_URL) {
+      this.log.warn({ typeUrl: resp.typeUrl }, 'ignoring xDS response of an unrequested type');
+      return;
+    }
+    let error: string | undefined;
+    let documents: ParsedConfigSource[] = [];
+    try {
+      documents = (resp.resources ?? []).map((any, i) => {
+        if (any.type_url !== RATELIMIT_CONFIG_TYPE_URL) {
+          throw new Error(`resource ${i}: unexpected type ${any.type_url ?? ''}`);
+        }
+        const msg = decodeRateLimitConfig(any.value ?? new Uint8Array());
+        return { name: msg.name, document: rateLimitConfigToDocument(msg) };
+      });
+      error = this.opts.onConfig(documents, version);
+    } catch (err) {
+      error = err instanceof Error ? err.message : String(err);
+    }
+    if (error === undefined) {
+      this.acked = version;
+      this.send(call, { versionInfo: version, responseNonce: nonce });
+      this.log.info({ version, resources: documents.length }, 'xDS config applied');
+      this.emit('config', { version, documents });
+      this.emit('ack', { version, nonce });
+    } else {
+      this.send(call, {
+        versionInfo: this.acked ?? '',
+        responseNonce: nonce,
+        errorDetail: { code: NACK_CODE, message: error },
+      });
+      this.log.error({ version, message: error, keepServing: this.acked }, 'xDS config rejected');
+      this.emit('nack', { version, nonce, message: error });
+    }
+  }
+}
