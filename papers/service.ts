@@ -237,12 +237,21 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     ...(failure ? { failure } : {}),
   }));
 
-  app.get<{ Querystring: { embeddings?: boolean } }>(
+  app.get<{ Querystring: { embeddings?: 'true' | 'false' } }>(
     '/getPapers',
-    { schema: { querystring: { type: 'object', properties: { embeddings: { type: 'boolean' } } } } },
+    {
+      schema: {
+        querystring: {
+          type: 'object',
+          additionalProperties: false,
+          properties: { embeddings: { type: 'string', enum: ['true', 'false'] } },
+        },
+      },
+    },
     async (req) => {
       const s = need();
-      return { count: s.papers.length, papers: req.query.embeddings ? s.papers : s.papers.map(publicPaper) };
+      const full = req.query.embeddings === 'true';
+      return { count: s.papers.length, papers: full ? s.papers : s.papers.map(publicPaper) };
     },
   );
 
