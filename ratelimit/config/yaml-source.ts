@@ -47,7 +47,11 @@ function walk(source: string, doc: Document, node: unknown, field: string): void
       if (!isPair(pair)) continue;
       const k = pair.key;
       let keyText: string | undefined;
-      if (isScalar(k)) {
+      if (isScalar(k) && typeof k.value === 'symbol') {
+        // `<<` merge key (yaml.v2 merges too): its value is a map or alias to check as a map.
+        walk(source, doc, pair.value, field);
+        continue;
+      } else if (isScalar(k)) {
         keyText = goStringText(k);
         if (keyText === undefined) {
           const shown = k.value === null ? '<nil>' : (k.source ?? String(k.value));
