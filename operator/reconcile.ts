@@ -1,0 +1,201 @@
+// From the set of RateLimitConfig resources to (1) the xDS resources every replica serves and (2) a
+// verdict per resource. A pure function of the API objects, so every replica computes the same
+// snapshot, hence the same content-hashed version.
+//
+// The domain rule (docs/operator.md): a domain belongs to the OLDEST resource that claims it
+// (creationTimestamp, then namespace/name). Other resources claiming it get Accepted=False with reason
+// DomainConflict naming the owner, unless both the owner and they set spec.mergeDomain: true; then
+// their descriptors are appended to the owner's, oldest first, and a top-level descriptor (key and
+// value) already defined by an older member makes the newer resource DescriptorConflict, as a whole.
+//
+// An invalid resource (the service's own validator) is Accepted=False reason Invalid and is not served
+// at all; every other domain keeps serving.
+import { resourceFromDocument, type Resource } from '../control-plane/index.js';
+import { compileConfig, ConfigError, validateDocument } from '../ratelimit/config/index.js';
+import { objectKey, type RateLimitConfigObject } from './resource.js';
+
+export type AcceptedReason = 'Accepted' | 'Invalid' | 'DomainConflict' | 'DescriptorConflict';
+
+export interface Verdict {
+  readonly key: string;
+  readonly generation: number;
+  readonly domain: string | undefined;
+  readonly accepted: boolean;
+  readonly reason: AcceptedReason;
+  readonly message: string;
+}
+
+export interface ReconcileResult {
+  /** One xDS RateLimitConfig per domain, named by the domain. */
+  readonly resources: readonly Resource[];
+  /** Per resource key (`namespace/name`). */
+  readonly verdicts: ReadonlyMap<string, Verdict>;
+  /** What the snapshot contains: resource key -> generation. */
+  readonly contents: ReadonlyMap<string, number>;
+}
+
+/** At most this many validator messages in a status message. */
+const MAX_ERRORS = 5;
+
+function creationTime(o: RateLimitConfigObject): number {
+  const c = o.metadata.creationTimestamp;
+  const t = c instanceof Date ? c.getTime() : typeof c === 'string' ? Date.parse(c) : NaN;
+  return Number.isNaN(t) ? Number.MAX_SAFE_INTEGER : t;
+}
+
+/** Oldest first; ties (second resolution) by namespace/name. */
+export function byAge(a: RateLimitConfigObject, b: RateLimitConfigObject): number {
+  const d = creationTime(a) - creationTime(b);
+  if (d !== 0) return d;
+  const ka = objectKey(a);
+  const kb = objectKey(b);
+  return ka < kb ? -1 : ka > kb ? 1 : 0;
+}
+
+/** The ratelimit document of a resource: spec without the operator's own fields. */
+export function specDocument(o: RateLimitConfigObject): Record<string, unknown> {
+  const { mergeDomain: _merge, ...doc } = o.spec ?? {};
+  return doc;
+}
+
+/** The reference's composite key of a descriptor entry: `key`, or `key_value` when value is set. */
+function compositeKeyOf(d: unknown): string {
+  const e = d as { key?: unknown; value?: unknown };
+  const value = typeof e.value === 'string' ? e.value : '';
+  return value === '' ? String(e.key) : `${String(e.key)}_${value}`;
+}
+
+function errorsMessage(errors: readonly Error[]): string {
+  const shown = errors.slice(0, MAX_ERRORS).map((e) => e.message);
+  const more = errors.length > MAX_ERRORS ? ` (and ${errors.length - MAX_ERRORS} more)` : '';
+  return shown.join('; ') + more;
+}
+
+interface Member {
+  readonly obj: RateLimitConfigObject;
+  readonly key: string;
+  readonly doc: { domain: string; descriptors?: unknown[] };
+  readonly merge: boolean;
+}
+
+export function reconcile(objects: readonly RateLimitConfigObject[]): ReconcileResult {
+  const verdicts = new Map<string, Verdict>();
+  const contents = new Map<string, number>();
+  const byDomain = new Map<string, Member[]>();
+  const live = objects.filter((o) => o.metadata.deletionTimestamp === undefined).sort(byAge);
+
+  for (const obj of live) {
+    const key = objectKey(obj);
+    const generation = obj.metadata.generation ?? 0;
+    const doc = specDocument(obj);
+    const domain = typeof doc.domain === 'string' ? doc.domain : undefined;
+    let errors: Error[] = validateDocument(key, doc);
+    if (errors.length === 0) {
+      // The full compile, as a pod does it: anything it would refuse is refused here first.
+      try {
+        compileConfig([{ name: key, document: doc }]);
+      } catch (err) {
+        errors = [err as Error];
+      }
+    }
+    if (errors.length > 0) {
+      verdicts.set(key, {
+        key,
+        generation,
+        domain,
+        accepted: false,
+        reason: 'Invalid',
+        message: errorsMessage(errors),
+      });
+      continue;
+    }
+    const member: Member = {
+      obj,
+      key,
+      doc: doc as Member['doc'],
+      merge: obj.spec?.mergeDomain === true,
+    };
+    let list = byDomain.get(member.doc.domain);
+    if (!list) byDomain.set(member.doc.domain, (list = []));
+    list.push(member);
+  }
+
+  const resources: Resource[] = [];
+  for (const [domain, members] of byDomain) {
+    const owner = members[0];
+    const merged: Member[] = [owner];
+    // top-level composite key -> the member that defined it
+    const definedBy = new Map<string, string>();
+    for (const d of owner.doc.descriptors ?? []) definedBy.set(compositeKeyOf(d), owner.key);
+    for (const m of members.slice(1)) {
+      const generation = m.obj.metadata.generation ?? 0;
+      if (!owner.merge || !m.merge) {
+        verdicts.set(m.key, {
+          key: m.key,
+          generation,
+          domain,
+          accepted: false,
+          reason: 'DomainConflict',
+          message: owner.merge
+            ? `domain "${domain}" belongs to ${owner.key} (the oldest resource claiming it), which shares it: set spec.mergeDomain: true to merge into it`
+            : `domain "${domain}" belongs to ${owner.key} (the oldest resource claiming it); to share a domain both must set spec.mergeDomain: true`,
+        });
+        continue;
+      }
+      const clash = (m.doc.descriptors ?? [])
+        .map((d) => ({ ck: compositeKeyOf(d), by: definedBy.get(compositeKeyOf(d)) }))
+        .find((c) => c.by !== undefined);
+      if (clash) {
+        verdicts.set(m.key, {
+          key: m.key,
+          generation,
+          domain,
+          accepted: false,
+          reason: 'DescriptorConflict',
+          message: `descriptor '${clash.ck}' of shared domain "${domain}" is already defined by ${clash.by}`,
+        });
+        continue;
+      }
+      for (const d of m.doc.descriptors ?? []) definedBy.set(compositeKeyOf(d), m.key);
+      merged.push(m);
+    }
+
+    const document = {
+      domain,
+      descriptors: merged.flatMap((m) => m.doc.descriptors ?? []),
+    };
+    try {
+      compileConfig([{ name: domain, document }]);
+    } catch (err) {
+      // Not expected (each member compiled alone and top-level keys are distinct); fail closed per domain.
+      for (const m of merged) {
+        verdicts.set(m.key, {
+          key: m.key,
+          generation: m.obj.metadata.generation ?? 0,
+          domain,
+          accepted: false,
+          reason: 'Invalid',
+          message: err instanceof ConfigError ? err.message : String(err),
+        });
+      }
+      continue;
+    }
+    resources.push(resourceFromDocument(domain, document));
+    for (const m of merged) {
+      const generation = m.obj.metadata.generation ?? 0;
+      contents.set(m.key, generation);
+      verdicts.set(m.key, {
+        key: m.key,
+        generation,
+        domain,
+        accepted: true,
+        reason: 'Accepted',
+        message:
+          merged.length > 1
+            ? `domain "${domain}" is served, merged from ${merged.map((x) => x.key).join(', ')}`
+            : `domain "${domain}" is served`,
+      });
+    }
+  }
+  return { resources, verdicts, contents };
+}
