@@ -84,21 +84,13 @@ export class ExactIndex {
       hi[b] = u;
     };
     const cosine = this.metric === 'cosine';
-    for (let i = 0, off = 0; i < n; i++, off += dim) {
+    // Pass 1: every key, in a small monomorphic loop V8 optimises well. Pass 2: heap selection.
+    const keys = new Float64Array(n);
+    if (cosine) for (let i = 0; i < n; i++) keys[i] = 1 - dot(data, i * dim, q, dim);
+    else for (let i = 0; i < n; i++) keys[i] = squaredDistance(data, i * dim, q, dim);
+    for (let i = 0; i < n; i++) {
       if (exclude?.has(i)) continue;
-      let key: number;
-      if (cosine) {
-        let dot = 0;
-        for (let d = 0; d < dim; d++) dot += data[off + d] * q[d];
-        key = 1 - dot;
-      } else {
-        let s = 0;
-        for (let d = 0; d < dim; d++) {
-          const t = data[off + d] - q[d];
-          s += t * t;
-        }
-        key = s;
-      }
+      const key = keys[i];
       if (size < k) {
         // Sift up.
         let c = size++;
@@ -134,6 +126,31 @@ export class ExactIndex {
     }
     return out.sort((a, b) => a.distance - b.distance || a.index - b.index);
   }
+}
+
+function dot(a: Float32Array, off: number, b: Float32Array, dim: number): number {
+  let s0 = 0;
+  let s1 = 0;
+  let s2 = 0;
+  let s3 = 0;
+  let d = 0;
+  for (; d + 3 < dim; d += 4) {
+    s0 += a[off + d] * b[d];
+    s1 += a[off + d + 1] * b[d + 1];
+    s2 += a[off + d + 2] * b[d + 2];
+    s3 += a[off + d + 3] * b[d + 3];
+  }
+  for (; d < dim; d++) s0 += a[off + d] * b[d];
+  return s0 + s1 + s2 + s3;
+}
+
+function squaredDistance(a: Float32Array, off: number, b: Float32Array, dim: number): number {
+  let s = 0;
+  for (let d = 0; d < dim; d++) {
+    const t = a[off + d] - b[d];
+    s += t * t;
+  }
+  return s;
 }
 
 /** Element-wise mean of vectors (the query for several input papers). */
