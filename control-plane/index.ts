@@ -4,3 +4,4 @@ export * from './cache.js';
 export * from './server.js';
 export * from './metrics.js';
 export * from './resources.js';
+export * from './file-source.js';

@@ -1,0 +1,247 @@
+import t from 'tap';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdirSync, mkdtempSync, renameSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { decodeRateLimitConfig, RATELIMIT_CONFIG_TYPE_URL } from '../proto/index.js';
+import { compileConfig, type ParsedConfigSource } from '../ratelimit/config/index.js';
+import { XdsConfigClient } from '../ratelimit/xds/index.js';
+import { InMemorySnapshotCache } from './cache.js';
+import { DirectoryConfigSource, parseConfigFile } from './file-source.js';
+import { USAGE_FLAGS } from './usage.js';
+
+const plain = (domain: string, rpu: number) =>
+  `domain: ${domain}\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: minute\n      requests_per_unit: ${rpu}\n`;
+const crd = (name: string, domain: string, rpu: number) => `apiVersion: ratelimit.envoyproxy.io/v1alpha1
+kind: RateLimitConfig
+metadata:
+  name: ${name}
+  namespace: team
+spec:
+  domain: ${domain}
+  descriptors:
+    - key: k
+      rate_limit: { unit: hour, requests_per_unit: ${rpu} }
+`;
+
+function tempDir(t: { teardown(fn: () => unknown): void }): string {
+  const dir = mkdtempSync(join(tmpdir(), 'rl-cp-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+/** Atomic write, as editors and ConfigMap updates do. */
+function put(dir: string, name: string, text: string): void {
+  const tmp = join(dir, `.${name}.tmp`);
+  writeFileSync(tmp, text);
+  renameSync(tmp, join(dir, name));
+}
+
+const names = (cache: InMemorySnapshotCache, node: string) =>
+  (cache.getSnapshot(node)?.resourceSet(RATELIMIT_CONFIG_TYPE_URL).resources ?? []).map((r) => r.name);
+
+function until<T>(emitter: NodeJS.EventEmitter, event: string, ms = 5000): Promise<T[]> {
+  return Promise.race([
+    once(emitter, event) as Promise<T[]>,
+    new Promise<never>((_, reject) =>
+      setTimeout(() => reject(new Error(`no ${event} within ${ms} ms`)), ms).unref(),
+    ),
+  ]);
+}
+
+t.test('parses custom resources and plain files, multi-document', async (t) => {
+  const s = parseConfigFile('x.yaml', `${crd('a', 'da', 1)}---\n${plain('db', 2)}`);
+  t.same(
+    s.map((x) => x.name),
+    ['team/a', 'x.yaml#1'],
+  );
+  t.same((s[0].document as any).domain, 'da');
+  t.throws(
+    () => parseConfigFile('y.yaml', crd('a', 'd', 1).replace('ratelimit.envoyproxy.io', 'example.com')),
+    /group/,
+  );
+  t.ok(
+    parseConfigFile(
+      'z.yaml',
+      crd('a', 'd', 1).replace('ratelimit.envoyproxy.io', 'policy.ratelimit.envoyproxy.io'),
+    ).length,
+  );
+  t.throws(() => parseConfigFile('bad.yaml', 'domain: [unclosed'), /bad\.yaml/);
+});
+
+t.test('directory source: add, modify, break (last good keeps serving), fix, per-node folders', async (t) => {
+  const dir = tempDir(t);
+  const cache = new InMemorySnapshotCache();
+  put(dir, 'a.yaml', plain('a', 1));
+  const src = new DirectoryConfigSource({ dir, cache, debounceMs: 50, rescanIntervalMs: 0 });
+  t.teardown(() => src.close());
+  await src.start();
+  t.same(names(cache, 'any'), ['a.yaml']);
+
+  let loaded = until(src, 'loaded');
+  put(dir, 'b.yaml', crd('b', 'b', 2));
+  await loaded;
+  t.same(names(cache, 'any'), ['a.yaml', 'team/b']);
+
+  loaded = until(src, 'loaded');
+  put(dir, 'a.yaml', plain('a', 3));
+  await loaded;
+  const a = cache.getSnapshot('any')!.resourceSet(RATELIMIT_CONFIG_TYPE_URL).resources[0];
+  t.equal(decodeRateLimitConfig(a.value).descriptors[0].rateLimit?.requestsPerUnit, 3);
+
+  const goodVersion = cache.getSnapshot('any')!.resourceSet(RATELIMIT_CONFIG_TYPE_URL).version;
+  const rejected = until<{ error: string }>(src, 'rejected');
+  put(dir, 'a.yaml', plain('a', 3).replace('minute', 'fortnight'));
+  const [r] = await rejected;
+  t.match(
+    r.error,
+    /a\.yaml: descriptors\[0\]\.rate_limit\.unit/,
+    'the validator message names file and field',
+  );
+  t.equal(
+    cache.getSnapshot('any')!.resourceSet(RATELIMIT_CONFIG_TYPE_URL).version,
+    goodVersion,
+    'last good serves',
+  );
+
+  // The same broken content is not re-reported on a rescan.
+  let reports = 0;
+  src.on('rejected', () => reports++);
+  src.rescan();
+  t.equal(reports, 0);
+
+  loaded = until(src, 'loaded');
+  put(dir, 'a.yaml', plain('a', 4));
+  await loaded;
+  t.not(cache.getSnapshot('any')!.resourceSet(RATELIMIT_CONFIG_TYPE_URL).version, goodVersion);
+
+  // A node folder overrides the default for that node, and removing it falls back.
+  mkdirSync(join(dir, 'nodes', 'canary'), { recursive: true });
+  put(join(dir, 'nodes', 'canary'), 'c.yaml', plain('c', 1));
+  src.rescan();
+  t.same(names(cache, 'canary'), ['nodes/canary/c.yaml']);
+  t.same(names(cache, 'other'), ['a.yaml', 'team/b']);
+  rmSync(join(dir, 'nodes', 'canary'), { recursive: true });
+  src.rescan();
+  t.same(names(cache, 'canary'), ['a.yaml', 'team/b']);
+
+  // Deleting a file removes its resource.
+  loaded = until(src, 'loaded');
+  unlinkSync(join(dir, 'b.yaml'));
+  await loaded;
+  t.same(names(cache, 'any'), ['a.yaml']);
+});
+
+t.test('two files with the same domain are rejected unless merging is on', async (t) => {
+  const dir = tempDir(t);
+  put(dir, 'a.yaml', plain('same', 1));
+  put(dir, 'b.yaml', plain('same', 2).replace('key: k', 'key: other'));
+  const strict = new DirectoryConfigSource({ dir, cache: new InMemorySnapshotCache(), rescanIntervalMs: 0 });
+  t.same(strict.rescan(), ['*']);
+  const merging = new DirectoryConfigSource({
+    dir,
+    cache: new InMemorySnapshotCache(),
+    rescanIntervalMs: 0,
+    mergeDomainConfig: true,
+  });
+  t.same(merging.rescan(), []);
+});
+
+t.test('the periodic rescan picks up changes fs.watch would miss', async (t) => {
+  const dir = tempDir(t);
+  const cache = new InMemorySnapshotCache();
+  const src = new DirectoryConfigSource({ dir, cache, rescanIntervalMs: 100 });
+  (src as any).watchDirs = () => {}; // no fs.watch: only the rescan
+  t.teardown(() => src.close());
+  await src.start();
+  const loaded = until(src, 'loaded');
+  put(dir, 'a.yaml', plain('a', 1));
+  await loaded;
+  t.same(names(cache, 'x'), ['a.yaml']);
+});
+
+t.test('ratelimit-control-plane --help lists every flag', async (t) => {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'control-plane/main.ts', '--help'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout.on('data', (d) => (out += d));
+  const [code] = await once(child, 'exit');
+  t.equal(code, 0);
+  for (const flag of USAGE_FLAGS) t.match(out, flag);
+});
+
+t.test(
+  'standalone process: a client gets the folder, then an update, and a broken file is not served',
+  async (t) => {
+    const dir = tempDir(t);
+    put(dir, 'a.yaml', plain('a', 1));
+    const child = spawn(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        'control-plane/main.ts',
+        '--dir',
+        dir,
+        '--listen',
+        '127.0.0.1:0',
+        '--debounce',
+        '50',
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    t.teardown(() => child.kill('SIGTERM'));
+    let logs = '';
+    const port = await new Promise<number>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`not ready: ${logs}`)), 20_000);
+      child.stdout.on('data', (d) => {
+        logs += d;
+        const m = /"port":(\d+)[^\n]*ratelimit-control-plane ready/.exec(logs);
+        if (m) {
+          clearTimeout(timer);
+          resolve(Number(m[1]));
+        }
+      });
+    });
+    let current: string[] = [];
+    const client = new XdsConfigClient({
+      nodeId: 'pod',
+      serverUrl: `127.0.0.1:${port}`,
+      backoff: { initialMs: 100, maxMs: 200 },
+      onConfig: (docs: ParsedConfigSource[]) => {
+        try {
+          current = [...compileConfig(docs).domains];
+          return undefined;
+        } catch (err) {
+          return (err as Error).message;
+        }
+      },
+    });
+    t.teardown(() => client.close());
+    let got = until(client, 'config', 10_000);
+    client.start();
+    await got;
+    t.same(current, ['a']);
+
+    got = until(client, 'config', 10_000);
+    put(dir, 'b.yaml', crd('b', 'b', 5));
+    await got;
+    t.same(current.sort(), ['a', 'b']);
+
+    let nacks = 0;
+    client.on('nack', () => nacks++);
+    put(dir, 'b.yaml', crd('b', 'b', 5).replace('hour', 'eon'));
+    await new Promise((r) => setTimeout(r, 500));
+    t.match(logs, /config rejected/);
+    t.match(logs, /b\.yaml \(RateLimitConfig team\/b\): descriptors\[0\]\.rate_limit\.unit/);
+    t.equal(nacks, 0, 'the broken file never reached the client');
+    t.same(current.sort(), ['a', 'b']);
+
+    got = until(client, 'config', 10_000);
+    put(dir, 'b.yaml', crd('b', 'b2', 5));
+    await got;
+    t.same(current.sort(), ['a', 'b2']);
+  },
+);

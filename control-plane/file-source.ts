@@ -1,0 +1,266 @@
+// Standalone mode's source: RateLimitConfig custom-resource manifests or plain ratelimit YAML files
+// in a directory, validated with the service's own validator and put into the snapshot cache.
+//
+//   <dir>/*.yaml                  -> the default snapshot (every node without its own)
+//   <dir>/nodes/<node-id>/*.yaml  -> that node's own snapshot
+//
+// Re-read on change (fs.watch, debounced) and by a periodic rescan (fs.watch misses changes on
+// some filesystems and on ConfigMap symlink swaps). An invalid file is logged with the validator's
+// message and the last good snapshot of its group keeps serving.
+import { EventEmitter } from 'node:events';
+import { existsSync, readdirSync, readFileSync, statSync, watch, type FSWatcher } from 'node:fs';
+import { join, relative } from 'node:path';
+import { parseAllDocuments } from 'yaml';
+import { fieldsLostOverXds } from '../proto/index.js';
+import { compileConfig, type LoadOptions, type ParsedConfigSource } from '../ratelimit/config/index.js';
+import { DEFAULT_NODE, type SnapshotCache } from './cache.js';
+import { resourceFromDocument } from './resources.js';
+import { silentLogger, type Logger } from './server.js';
+
+/** API group of the RateLimitConfig custom resource; any apiVersion whose group ends with it is accepted. */
+export const RATELIMIT_CRD_GROUP = 'ratelimit.envoyproxy.io';
+export const RATELIMIT_CRD_KIND = 'RateLimitConfig';
+
+export interface DirectorySourceOptions {
+  readonly dir: string;
+  readonly cache: SnapshotCache;
+  /** Quiet period after a change before re-reading (default 200 ms). */
+  readonly debounceMs?: number;
+  /** Periodic rescan (default 5000 ms; 0 disables). */
+  readonly rescanIntervalMs?: number;
+  /** MERGE_DOMAIN_CONFIG semantics for validation. */
+  readonly mergeDomainConfig?: boolean;
+  readonly logger?: Logger;
+  /** The validator; defaults to the service's compileConfig (throws ConfigError). */
+  readonly validate?: (sources: ParsedConfigSource[], opts: LoadOptions) => unknown;
+}
+
+export interface DirectorySourceEvents {
+  /** A group (node id or '*') was loaded into the cache. */
+  loaded: [{ node: string; files: string[]; resources: number }];
+  /** A group was rejected; its last good snapshot keeps serving. */
+  rejected: [{ node: string; error: string }];
+}
+
+interface Group {
+  readonly node: string;
+  readonly dir: string;
+}
+
+function isYaml(name: string): boolean {
+  return !name.startsWith('.') && (name.endsWith('.yaml') || name.endsWith('.yml'));
+}
+
+function isObject(v: unknown): v is Record<string, any> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** One document of a file: `name` is the xDS resource name, `source` names file and resource for messages. */
+export interface FileConfigSource extends ParsedConfigSource {
+  readonly source: string;
+}
+
+/** Parses one file into config sources: custom resources (spec) or plain ratelimit documents. */
+export function parseConfigFile(displayName: string, text: string): FileConfigSource[] {
+  const docs = parseAllDocuments(text);
+  const out: FileConfigSource[] = [];
+  const multi = docs.length > 1;
+  docs.forEach((d, i) => {
+    if (d.errors.length > 0) throw new Error(`${displayName}: ${d.errors[0].message}`);
+    const value: unknown = d.toJS();
+    if (value === null || value === undefined) return;
+    const where = multi ? `${displayName}#${i}` : displayName;
+    if (isObject(value) && value.kind === RATELIMIT_CRD_KIND) {
+      const apiVersion = String(value.apiVersion ?? '');
+      const group = apiVersion.split('/')[0];
+      if (
+        !apiVersion.includes('/') ||
+        !(group === RATELIMIT_CRD_GROUP || group.endsWith(`.${RATELIMIT_CRD_GROUP}`))
+      ) {
+        throw new Error(
+          `${where}: apiVersion ${JSON.stringify(apiVersion)} is not in the ${RATELIMIT_CRD_GROUP} group`,
+        );
+      }
+      const meta = isObject(value.metadata) ? value.metadata : {};
+      if (typeof meta.name !== 'string' || meta.name === '')
+        throw new Error(`${where}: metadata.name is required`);
+      const name =
+        typeof meta.namespace === 'string' && meta.namespace !== ''
+          ? `${meta.namespace}/${meta.name}`
+          : meta.name;
+      out.push({ name, source: `${where} (${RATELIMIT_CRD_KIND} ${name})`, document: value.spec ?? {} });
+    } else {
+      out.push({ name: where, source: where, document: value });
+    }
+  });
+  return out;
+}
+
+export class DirectoryConfigSource extends EventEmitter<DirectorySourceEvents> {
+  private readonly log: Logger;
+  private readonly watchers = new Map<string, FSWatcher>();
+  private debounce: NodeJS.Timeout | undefined;
+  private interval: NodeJS.Timeout | undefined;
+  /** Per group: fingerprint of the last content tried, so an unchanged broken file is not re-logged. */
+  private readonly tried = new Map<string, string>();
+  private readonly ownNodes = new Set<string>();
+  private started = false;
+
+  constructor(private readonly opts: DirectorySourceOptions) {
+    super();
+    this.log = opts.logger ?? silentLogger;
+  }
+
+  async start(): Promise<void> {
+    if (this.started) return;
+    this.started = true;
+    this.rescan();
+    const every = this.opts.rescanIntervalMs ?? 5000;
+    if (every > 0) {
+      this.interval = setInterval(() => this.rescan(), every);
+    }
+  }
+
+  async close(): Promise<void> {
+    this.started = false;
+    if (this.debounce) clearTimeout(this.debounce);
+    if (this.interval) clearInterval(this.interval);
+    for (const w of this.watchers.values()) w.close();
+    this.watchers.clear();
+  }
+
+  /** Watches the folder, nodes/ and each node folder (non-recursive inotify-style watches, kept in sync on each scan). */
+  private watchDirs(): void {
+    if (!this.started) return;
+    const wanted = new Set([this.opts.dir, join(this.opts.dir, 'nodes'), ...this.groups().map((g) => g.dir)]);
+    for (const [d, w] of this.watchers) {
+      if (!wanted.has(d)) {
+        w.close();
+        this.watchers.delete(d);
+      }
+    }
+    for (const d of wanted) {
+      if (this.watchers.has(d) || !existsSync(d)) continue;
+      try {
+        const w = watch(d, () => this.scheduleRescan());
+        w.on('error', () => {
+          w.close();
+          this.watchers.delete(d);
+        });
+        this.watchers.set(d, w);
+      } catch (err) {
+        this.log.warn(
+          { dir: d, err: (err as Error).message },
+          'fs.watch unavailable; relying on the periodic rescan',
+        );
+      }
+    }
+  }
+
+  private scheduleRescan(): void {
+    if (!this.started) return;
+    if (this.debounce) clearTimeout(this.debounce);
+    this.debounce = setTimeout(() => {
+      this.debounce = undefined;
+      this.rescan();
+    }, this.opts.debounceMs ?? 200);
+  }
+
+  private groups(): Group[] {
+    const groups: Group[] = [{ node: DEFAULT_NODE, dir: this.opts.dir }];
+    const nodesDir = join(this.opts.dir, 'nodes');
+    if (existsSync(nodesDir) && statSync(nodesDir).isDirectory()) {
+      for (const e of readdirSync(nodesDir, { withFileTypes: true })) {
+        if (e.isDirectory() && !e.name.startsWith('.'))
+          groups.push({ node: e.name, dir: join(nodesDir, e.name) });
+      }
+    }
+    return groups;
+  }
+
+  /** Reads every group now; returns the groups that were rejected (for tests and the CLI's exit code). */
+  rescan(): string[] {
+    const rejected: string[] = [];
+    let groups: Group[];
+    try {
+      groups = this.groups();
+    } catch (err) {
+      this.log.error({ dir: this.opts.dir, err: (err as Error).message }, 'cannot read config directory');
+      return [DEFAULT_NODE];
+    }
+    try {
+      this.watchDirs();
+    } catch (err) {
+      this.log.warn({ err: (err as Error).message }, 'cannot watch the config directory');
+    }
+    const seen = new Set<string>();
+    for (const g of groups) {
+      seen.add(g.node);
+      if (!this.loadGroup(g)) rejected.push(g.node);
+    }
+    for (const node of [...this.ownNodes]) {
+      if (!seen.has(node)) {
+        this.ownNodes.delete(node);
+        this.tried.delete(node);
+        this.opts.cache.clearSnapshot(node);
+        this.log.info({ node }, 'node directory removed; node falls back to the default snapshot');
+      }
+    }
+    return rejected;
+  }
+
+  private loadGroup(g: Group): boolean {
+    let files: { path: string; text: string }[];
+    try {
+      files = readdirSync(g.dir, { withFileTypes: true })
+        .filter((e) => (e.isFile() || e.isSymbolicLink()) && isYaml(e.name))
+        .map((e) => e.name)
+        .sort()
+        .map((name) => ({ path: join(g.dir, name), text: readFileSync(join(g.dir, name), 'utf8') }));
+    } catch (err) {
+      return this.reject(g, `${g.dir}: ${(err as Error).message}`);
+    }
+    const fingerprint = JSON.stringify(files.map((f) => [f.path, f.text]));
+    if (this.tried.get(g.node) === fingerprint) return true;
+    this.tried.set(g.node, fingerprint);
+
+    const display = (p: string) => relative(this.opts.dir, p) || p;
+    try {
+      const sources = files.flatMap((f) => parseConfigFile(display(f.path), f.text));
+      const validate = this.opts.validate ?? compileConfig;
+      // Validated under file-based names, so messages point at the file to fix.
+      validate(
+        sources.map((s) => ({ name: s.source, document: s.document })),
+        { mergeDomainConfig: this.opts.mergeDomainConfig ?? false },
+      );
+      const seen = new Map<string, string>();
+      for (const s of sources) {
+        const other = seen.get(s.name);
+        if (other !== undefined)
+          throw new Error(`${s.source}: resource name ${s.name} also used by ${other}`);
+        seen.set(s.name, s.source);
+        const lost = fieldsLostOverXds(s.document);
+        if (lost.length > 0)
+          this.log.warn({ source: s.source, fields: lost }, 'fields not carried by the xDS message');
+      }
+      const resources = sources.map((s) => resourceFromDocument(s.name, s.document));
+      if (g.node === DEFAULT_NODE) this.opts.cache.setDefaultSnapshot(resources);
+      else {
+        this.opts.cache.setSnapshot(g.node, resources);
+        this.ownNodes.add(g.node);
+      }
+      const names = files.map((f) => display(f.path));
+      this.log.info({ node: g.node, files: names, resources: resources.length }, 'config loaded');
+      this.emit('loaded', { node: g.node, files: names, resources: resources.length });
+      return true;
+    } catch (err) {
+      return this.reject(g, (err as Error).message);
+    }
+  }
+
+  private reject(g: Group, error: string): false {
+    this.log.error({ node: g.node, error }, 'config rejected; the last good snapshot keeps serving');
+    this.emit('rejected', { node: g.node, error });
+    return false;
+  }
+}

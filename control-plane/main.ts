@@ -1,0 +1,135 @@
+// ratelimit-control-plane: serves RateLimitConfig resources from a directory over ADS (SotW).
+import { createServer, type Server as HttpServer } from 'node:http';
+import { parseArgs } from 'node:util';
+import pino from 'pino';
+import { Registry } from 'prom-client';
+import { InMemorySnapshotCache } from './cache.js';
+import { DirectoryConfigSource } from './file-source.js';
+import { registerAdsMetrics } from './metrics.js';
+import { AdsServer, DEFAULT_LISTEN } from './server.js';
+import { USAGE } from './usage.js';
+
+function int(v: string | undefined, name: string): number | undefined {
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 0) throw new Error(`--${name}: not a non-negative integer: ${v}`);
+  return n;
+}
+
+function splitHostPort(hp: string): { host: string; port: number } {
+  const i = hp.lastIndexOf(':');
+  if (i < 0) throw new Error(`not host:port: ${hp}`);
+  return { host: hp.slice(0, i).replace(/^\[|\]$/g, '') || '0.0.0.0', port: Number(hp.slice(i + 1)) };
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      dir: { type: 'string' },
+      listen: { type: 'string', default: DEFAULT_LISTEN },
+      'tls-cert': { type: 'string' },
+      'tls-key': { type: 'string' },
+      'tls-client-ca': { type: 'string' },
+      'merge-domain-config': { type: 'boolean', default: false },
+      'rescan-interval': { type: 'string' },
+      debounce: { type: 'string' },
+      'keepalive-time': { type: 'string' },
+      'keepalive-timeout': { type: 'string' },
+      'max-connection-age': { type: 'string' },
+      'max-send-bytes': { type: 'string' },
+      'max-receive-bytes': { type: 'string' },
+      'metrics-listen': { type: 'string' },
+      'log-level': { type: 'string', default: 'info' },
+      check: { type: 'boolean', default: false },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+    strict: true,
+  });
+  if (values.help) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  if (!values.dir) {
+    process.stderr.write(`--dir is required\n\n${USAGE}`);
+    return 2;
+  }
+  if (!!values['tls-cert'] !== !!values['tls-key']) throw new Error('--tls-cert and --tls-key go together');
+  if (values['tls-client-ca'] && !values['tls-cert'])
+    throw new Error('--tls-client-ca needs --tls-cert/--tls-key');
+
+  const log = pino({ level: values['log-level'], base: { component: 'ratelimit-control-plane' } });
+  const cache = new InMemorySnapshotCache();
+  const source = new DirectoryConfigSource({
+    dir: values.dir,
+    cache,
+    mergeDomainConfig: values['merge-domain-config'],
+    rescanIntervalMs: int(values['rescan-interval'], 'rescan-interval'),
+    debounceMs: int(values.debounce, 'debounce'),
+    logger: log,
+  });
+  if (values.check) return source.rescan().length === 0 ? 0 : 1;
+
+  const server = new AdsServer({
+    cache,
+    listen: values.listen,
+    tls: values['tls-cert']
+      ? { certFile: values['tls-cert'], keyFile: values['tls-key']!, caFile: values['tls-client-ca'] }
+      : undefined,
+    keepalive: {
+      timeMs: int(values['keepalive-time'], 'keepalive-time'),
+      timeoutMs: int(values['keepalive-timeout'], 'keepalive-timeout'),
+      maxConnectionAgeMs: int(values['max-connection-age'], 'max-connection-age'),
+    },
+    maxSendMessageBytes: int(values['max-send-bytes'], 'max-send-bytes'),
+    maxReceiveMessageBytes: int(values['max-receive-bytes'], 'max-receive-bytes'),
+    identifier: 'ratelimit-control-plane',
+    logger: log,
+  });
+
+  let metricsServer: HttpServer | undefined;
+  if (values['metrics-listen']) {
+    const registry = new Registry();
+    registerAdsMetrics(server, { registry });
+    const { host, port } = splitHostPort(values['metrics-listen']);
+    metricsServer = createServer((req, res) => {
+      if (req.url !== '/metrics') {
+        res.writeHead(404).end();
+        return;
+      }
+      registry.metrics().then(
+        (text) => res.writeHead(200, { 'content-type': registry.contentType }).end(text),
+        (err) => res.writeHead(500).end(String(err)),
+      );
+    });
+    await new Promise<void>((resolve) => metricsServer!.listen(port, host, resolve));
+    log.info({ listen: values['metrics-listen'] }, 'metrics listening');
+  }
+
+  await source.start();
+  await server.start();
+  // A line the e2e harness and humans can wait for.
+  log.info({ port: server.port, dir: values.dir }, 'ratelimit-control-plane ready');
+
+  await new Promise<void>((resolve) => {
+    const stop = (signal: string) => {
+      log.info({ signal }, 'shutting down');
+      resolve();
+    };
+    process.once('SIGTERM', () => stop('SIGTERM'));
+    process.once('SIGINT', () => stop('SIGINT'));
+  });
+  await source.close();
+  await server.close();
+  await new Promise<void>((resolve) => (metricsServer ? metricsServer.close(() => resolve()) : resolve()));
+  return 0;
+}
+
+// Run when executed directly (the bin shim imports this module).
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (err: Error) => {
+    process.stderr.write(`ratelimit-control-plane: ${err.message}\n`);
+    process.exit(2);
+  },
+);

@@ -1,0 +1,55 @@
+// The --help text of ratelimit-control-plane (kept apart from main.ts, which runs on import).
+import { DEFAULT_LISTEN } from './server.js';
+
+export const USAGE = `Usage: ratelimit-control-plane --dir <folder> [options]
+
+Serves rate limit configuration to ratelimit pods over xDS (ADS, state of the world), resource type
+type.googleapis.com/ratelimit.config.ratelimit.v3.RateLimitConfig.
+
+The folder holds RateLimitConfig custom-resource manifests (apiVersion ratelimit.envoyproxy.io/v1alpha1,
+kind RateLimitConfig, spec {domain, descriptors}) or plain ratelimit YAML files (*.yaml, *.yml):
+  <dir>/*.yaml                  served to every node without its own folder
+  <dir>/nodes/<node-id>/*.yaml  served to pods whose CONFIG_GRPC_XDS_NODE_ID is <node-id>
+Files are validated with the service's validator; an invalid file is logged and the last good
+configuration keeps serving.
+
+Options:
+  --dir <folder>              configuration folder (required)
+  --listen <host:port>        xDS listen address (default ${DEFAULT_LISTEN})
+  --tls-cert <file>           server certificate chain (PEM); enables TLS
+  --tls-key <file>            server private key (PEM)
+  --tls-client-ca <file>      CA bundle for client certificates; enables mutual TLS
+  --merge-domain-config       allow several files with the same domain (MERGE_DOMAIN_CONFIG)
+  --rescan-interval <ms>      periodic rescan besides fs.watch (default 5000; 0 disables)
+  --debounce <ms>             quiet period after a change before re-reading (default 200)
+  --keepalive-time <ms>       server keepalive ping interval (default 30000)
+  --keepalive-timeout <ms>    keepalive ping timeout (default 10000)
+  --max-connection-age <ms>   send GOAWAY after this connection age (default: never)
+  --max-send-bytes <n>        largest response (default 16777216)
+  --max-receive-bytes <n>     largest request (default 4194304)
+  --metrics-listen <host:port> serve Prometheus metrics on /metrics (default: off)
+  --log-level <level>         trace, debug, info, warn, error (default info)
+  --check                     validate the folder once and exit (status 1 when invalid)
+  -h, --help                  show this help
+`;
+
+/** Every flag the CLI accepts (the --help test checks each is listed). */
+export const USAGE_FLAGS = [
+  '--dir',
+  '--listen',
+  '--tls-cert',
+  '--tls-key',
+  '--tls-client-ca',
+  '--merge-domain-config',
+  '--rescan-interval',
+  '--debounce',
+  '--keepalive-time',
+  '--keepalive-timeout',
+  '--max-connection-age',
+  '--max-send-bytes',
+  '--max-receive-bytes',
+  '--metrics-listen',
+  '--log-level',
+  '--check',
+  '--help',
+];
