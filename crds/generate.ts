@@ -11,8 +11,10 @@
 //
 // The API server budgets CEL by estimated cost times how many times a rule can run, which is the
 // product of the maxItems of every enclosing list. So the CRD (not the service) bounds list sizes and
-// string lengths (CRD_LIMITS), and carries the CEL rules only on the first CEL_DEPTH levels; deeper
-// levels get the structural checks (types, required keys, unit pattern) and the operator does the rest.
+// string lengths (CRD_LIMITS), carries the per-entry CEL rules on the first CEL_DEPTH levels and the
+// quadratic duplicate-key rule on the top-level list only (measured against kube-apiserver 1.34:
+// anything more exceeds the per-rule budget). Deeper levels get the structural checks (types,
+// required keys, unit pattern) and the operator's validator does the rest.
 import { writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -29,18 +31,24 @@ export const CRD_NAME = `${PLURAL}.${GROUP}`;
 
 /** Levels of descriptors with a full schema: spec.descriptors is level 1. */
 export const DESCRIPTOR_DEPTH = 8;
-/** Levels whose entries carry the CEL cross-field rules (the rest: the operator's validator). */
-export const CEL_DEPTH = 3;
+/** Levels whose entries carry the per-entry CEL rules (unit/unlimited, replaces, share_threshold). */
+export const CEL_DEPTH = 2;
+/**
+ * Levels whose lists carry the duplicate-key rule. It is quadratic in the list length, so only the
+ * top-level list fits the budget; deeper duplicates are refused by the operator's validator.
+ */
+export const LIST_CEL_DEPTH = 1;
 
 /** Bounds the CRD adds so that CEL cost estimates fit the API server's budget (see the header). */
 export const CRD_LIMITS = {
   /** spec.descriptors */
-  topLevelDescriptors: 256,
+  topLevelDescriptors: 128,
   /** descriptors of a descriptor, per level 2..DESCRIPTOR_DEPTH */
   nestedDescriptors: 64,
-  replaces: 16,
-  /** key, value, name, domain */
-  stringLength: 253,
+  replaces: 8,
+  /** key, value, name */
+  stringLength: 128,
+  domainLength: 253,
 } as const;
 
 /** Written at the top of crds/ratelimitconfigs.yaml. */
@@ -82,7 +90,7 @@ function convert(node: Json, pointer: string, ctx: Ctx): Json {
   }
   if (node.type === 'integer') out.format = 'int64';
   if (node.type === 'string' && node.pattern === undefined && node.enum === undefined) {
-    out.maxLength = CRD_LIMITS.stringLength;
+    out.maxLength = pointer === '/properties/domain' ? CRD_LIMITS.domainLength : CRD_LIMITS.stringLength;
   }
   if (node.type === 'object') {
     if (node.additionalProperties === true) out['x-kubernetes-preserve-unknown-fields'] = true;
@@ -99,7 +107,7 @@ function convert(node: Json, pointer: string, ctx: Ctx): Json {
   if (node.type === 'array') {
     out.items = convert(node.items as Json, `${pointer}/items`, ctx);
   }
-  if (ctx.level <= CEL_DEPTH) {
+  if (ctx.level <= CEL_DEPTH && node.type !== 'array') {
     const rules = rulesAt(pointer);
     if (rules.length > 0) out['x-kubernetes-validations'] = rules;
   }
@@ -129,12 +137,8 @@ function convertProperty(v: Json, pointer: string, ctx: Ctx, parent: string): Js
   const out = convert(v, pointer, { level });
   out.maxItems = maxItems;
   // The list-level rule (duplicate composite keys) belongs to the list's own level.
-  if (level <= CEL_DEPTH) {
-    const rules = rulesAt(pointer);
-    if (rules.length > 0) out['x-kubernetes-validations'] = rules;
-  } else {
-    delete out['x-kubernetes-validations'];
-  }
+  const rules = level <= LIST_CEL_DEPTH ? rulesAt(pointer) : [];
+  if (rules.length > 0) out['x-kubernetes-validations'] = rules;
   return out;
 }
 

@@ -1,0 +1,3 @@
+#!/usr/bin/env node
+// Runs the compiled operator (npm run build writes dist/).
+import '../dist/operator/main.js';

@@ -1,0 +1,96 @@
+// ratelimit-operator: parses flags, loads Kubernetes credentials, runs one replica until SIGTERM/SIGINT.
+import { parseArgs } from 'node:util';
+import { KubeConfig } from '@kubernetes/client-node';
+import pino from 'pino';
+import { defaultIdentity, defaultLeaseNamespace, RateLimitOperator } from './operator.js';
+import { USAGE } from './usage.js';
+
+function ms(v: string | undefined, name: string): number | undefined {
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n <= 0) throw new Error(`--${name}: not a positive integer (ms): ${v}`);
+  return n;
+}
+
+function bool(v: string, name: string): boolean {
+  if (v === 'true') return true;
+  if (v === 'false') return false;
+  throw new Error(`--${name}: true or false, not ${v}`);
+}
+
+function off(v: string): string | undefined {
+  return v === 'off' || v === '' ? undefined : v;
+}
+
+export function loadKubeConfig(path: string | undefined, env: NodeJS.ProcessEnv = process.env): KubeConfig {
+  const kc = new KubeConfig();
+  if (path) kc.loadFromFile(path);
+  else if (!env.KUBECONFIG && env.KUBERNETES_SERVICE_HOST) kc.loadFromCluster();
+  else kc.loadFromDefault();
+  return kc;
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      kubeconfig: { type: 'string' },
+      namespace: { type: 'string' },
+      'xds-listen': { type: 'string', default: '0.0.0.0:18000' },
+      'metrics-listen': { type: 'string', default: '0.0.0.0:8080' },
+      'health-listen': { type: 'string', default: '0.0.0.0:8081' },
+      'leader-elect': { type: 'string', default: 'true' },
+      'leader-election-namespace': { type: 'string' },
+      'leader-election-id': { type: 'string', default: 'ratelimit-operator' },
+      'lease-duration': { type: 'string' },
+      'renew-deadline': { type: 'string' },
+      'retry-period': { type: 'string' },
+      identity: { type: 'string' },
+      resync: { type: 'string' },
+      'log-level': { type: 'string', default: 'info' },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+    strict: true,
+  });
+  if (values.help) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  const log = pino({ level: values['log-level'], base: { component: 'ratelimit-operator' } });
+  const leaderElect = bool(values['leader-elect'], 'leader-elect');
+  const operator = new RateLimitOperator({
+    kubeConfig: loadKubeConfig(values.kubeconfig),
+    namespace: values.namespace,
+    xdsListen: values['xds-listen'],
+    metricsListen: off(values['metrics-listen']),
+    healthListen: off(values['health-listen']),
+    leaderElection: leaderElect
+      ? {
+          namespace: values['leader-election-namespace'] ?? defaultLeaseNamespace(),
+          name: values['leader-election-id'],
+          leaseDurationMs: ms(values['lease-duration'], 'lease-duration'),
+          renewDeadlineMs: ms(values['renew-deadline'], 'renew-deadline'),
+          retryPeriodMs: ms(values['retry-period'], 'retry-period'),
+        }
+      : undefined,
+    identity: values.identity ?? defaultIdentity(),
+    resyncMs: ms(values.resync, 'resync'),
+    logger: log,
+  });
+  await operator.start();
+  await new Promise<void>((resolve) => {
+    process.once('SIGTERM', resolve);
+    process.once('SIGINT', resolve);
+  });
+  log.info('shutting down');
+  await operator.close();
+  return 0;
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (err: Error) => {
+    process.stderr.write(`ratelimit-operator: ${err.message}\n`);
+    process.exit(1);
+  },
+);

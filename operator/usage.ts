@@ -1,0 +1,48 @@
+// The --help text of ratelimit-operator (kept apart from main.ts, which runs on import).
+export const USAGE = `Usage: ratelimit-operator [options]
+
+Watches RateLimitConfig resources (ratelimit.envoyproxy.io/v1alpha1), validates them with the rate
+limit service's own validator, and serves them to ratelimit pods over xDS (ADS, state of the world,
+type.googleapis.com/ratelimit.config.ratelimit.v3.RateLimitConfig). Every replica serves the same
+content (so the same versions); the replica holding the Lease writes status and Events.
+
+Kubernetes credentials: --kubeconfig, else $KUBECONFIG, else the in-cluster service account, else
+~/.kube/config.
+
+Options:
+  --kubeconfig <file>              kubeconfig to use
+  --namespace <ns>                 watch RateLimitConfigs in one namespace only (default: all)
+  --xds-listen <host:port>         xDS (ADS) listen address (default 0.0.0.0:18000)
+  --metrics-listen <host:port>     Prometheus /metrics (default 0.0.0.0:8080; "off" disables)
+  --health-listen <host:port>      /healthz and /readyz (default 0.0.0.0:8081; "off" disables)
+  --leader-elect <true|false>      take part in Lease leader election (default true; false: always write status)
+  --leader-election-namespace <ns> namespace of the Lease (default: $POD_NAMESPACE, the in-cluster
+                                   namespace, else default)
+  --leader-election-id <name>      name of the Lease (default ratelimit-operator)
+  --lease-duration <ms>            Lease duration (default 15000)
+  --renew-deadline <ms>            a leader that cannot renew for this long steps down (default 10000)
+  --retry-period <ms>              acquire/renew interval (default 2000)
+  --identity <id>                  this replica's identity (default: hostname-random)
+  --resync <ms>                    re-check every status this often (default 60000)
+  --log-level <level>              trace, debug, info, warn, error (default info)
+  -h, --help                       show this help
+`;
+
+/** Every flag the CLI accepts (the --help test checks each is listed). */
+export const USAGE_FLAGS = [
+  '--kubeconfig',
+  '--namespace',
+  '--xds-listen',
+  '--metrics-listen',
+  '--health-listen',
+  '--leader-elect',
+  '--leader-election-namespace',
+  '--leader-election-id',
+  '--lease-duration',
+  '--renew-deadline',
+  '--retry-period',
+  '--identity',
+  '--resync',
+  '--log-level',
+  '--help',
+];
