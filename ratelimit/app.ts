@@ -9,8 +9,8 @@ import { RedisCounterStore } from './redis/index.js';
 import { FileConfigProvider, type ConfigUpdate } from './runtime/index.js';
 import { DebugServer, HealthChecker, RateLimitGrpcServer, RateLimitHttpServer } from './server/index.js';
 import { RateLimitService } from './service/index.js';
-import type { Settings } from './settings/index.js';
-import { StatsStore } from './stats/index.js';
+import type { Env, Settings } from './settings/index.js';
+import { StatsStore, createStatsPipeline, type StatsPipeline } from './stats/index.js';
 
 export interface ConfigSource {
   start(): Promise<void>;
@@ -22,6 +22,8 @@ export interface RateLimitAppOptions {
   logger?: Logger;
   /** Overrides the counter store built from settings (tests). */
   store?: CounterStore;
+  /** Environment for settings outside Settings (DOG_STATSD_MOGRIFIER_*); process.env by default. */
+  env?: Env;
   /** Builds the xDS config source; injected so this module does not depend on the xDS client. */
   xdsSourceFactory?: (app: RateLimitApp) => Promise<ConfigSource>;
 }
@@ -30,6 +32,8 @@ export class RateLimitApp {
   readonly settings: Settings;
   readonly logger: Logger;
   readonly stats = new StatsStore();
+  /** Sinks and flushing of `stats`: StatsD, DogStatsD, the log or Prometheus. */
+  readonly statsPipeline: StatsPipeline;
   readonly health = new HealthChecker();
   readonly store: CounterStore;
   readonly service: RateLimitService;
@@ -44,6 +48,11 @@ export class RateLimitApp {
     const s = (this.settings = opts.settings);
     this.logger = opts.logger ?? createLogger({ level: s.logLevel, format: s.logFormat });
     this.store = opts.store ?? this.buildStore();
+    this.statsPipeline = createStatsPipeline(s.stats, {
+      store: this.stats,
+      logger: this.logger,
+      env: opts.env,
+    });
     const limiter = new FixedWindowLimiter({
       store: this.store,
       stats: this.stats,
@@ -111,6 +120,7 @@ export class RateLimitApp {
   /** Starts in the reference's order: cache, config (waiting for the first one), then the listeners. */
   async start(): Promise<void> {
     const s = this.settings;
+    await this.statsPipeline.start();
     if (this.store instanceof RedisCounterStore) await this.store.start();
 
     let resolve!: () => void;
@@ -188,5 +198,6 @@ export class RateLimitApp {
     await Promise.all([this.grpc?.close(deadlineMs), this.http?.close(), this.debug?.close()]);
     await this.configSource?.close();
     await this.store.close();
+    await this.statsPipeline.close();
   }
 }

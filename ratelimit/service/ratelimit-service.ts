@@ -81,6 +81,8 @@ export class RateLimitService {
 
   private async decide(config: RateLimitConfig, req: ParsedRequest): Promise<WireRateLimitResponse> {
     const n = req.descriptors.length;
+    // The reference counts an unknown domain once per descriptor (config GetLimit).
+    if (!config.hasDomain(req.domain)) this.opts.stats.domainNotFound(req.domain).inc(n);
     const matches: (LimitMatch | undefined)[] = new Array(n);
     const unlimited: boolean[] = new Array(n).fill(false);
     let replacing: Set<string> | undefined;

@@ -9,19 +9,54 @@ export class Counter {
   inc(n = 1): void {
     this.value += n;
   }
+  /** The increase since the previous call (what a flush sends); marks it flushed. */
+  latch(): number {
+    const d = this.value - this.flushed;
+    this.flushed = this.value;
+    return d;
+  }
 }
 
+/** Samples kept per flush interval per timer; past it, a uniform reservoir sample is kept. */
+export const TIMER_RESERVOIR = 16384;
+
 export class Timer {
+  /** Cumulative, since start. */
   count = 0;
   sumMs = 0;
-  /** Samples since the last flush (bounded). */
+  /** Samples since the last flush (at most TIMER_RESERVOIR, a uniform sample beyond that). */
   samples: number[] = [];
+  /** Calls since the last flush (>= samples.length). */
+  pending = 0;
   constructor(readonly name: string) {}
   record(ms: number): void {
     this.count++;
     this.sumMs += ms;
-    if (this.samples.length < 4096) this.samples.push(ms);
+    const seen = ++this.pending;
+    if (seen <= TIMER_RESERVOIR) {
+      this.samples.push(ms);
+    } else {
+      // Reservoir sampling (algorithm R): every call has the same chance to be kept.
+      const j = Math.floor(Math.random() * seen);
+      if (j < TIMER_RESERVOIR) this.samples[j] = ms;
+    }
   }
+  /** Hands over the samples since the last flush and how many calls they stand for. */
+  drain(): { samples: number[]; count: number } | undefined {
+    if (this.pending === 0) return undefined;
+    const out = { samples: this.samples, count: this.pending };
+    this.samples = [];
+    this.pending = 0;
+    return out;
+  }
+}
+
+/**
+ * The reference's SanitizeStatName: ':' and '|' would break the StatsD line format, so they
+ * become '_' in descriptor-derived parts of a statistic name.
+ */
+export function sanitizeStatName(s: string): string {
+  return /[:|]/.test(s) ? s.replace(/[:|]/g, '_') : s;
 }
 
 /** Rule statistics of the reference: ratelimit.service.rate_limit.<statKey>.<stat>. */
@@ -33,7 +68,7 @@ export class RuleStats {
   readonly shadowMode: Counter;
   readonly overLimitWithLocalCache: Counter;
   constructor(store: StatsStore, statKey: string) {
-    const p = `ratelimit.service.rate_limit.${statKey}.`;
+    const p = `ratelimit.service.rate_limit.${sanitizeStatName(statKey)}.`;
     this.totalHits = store.counter(p + 'total_hits');
     this.overLimit = store.counter(p + 'over_limit');
     this.nearLimit = store.counter(p + 'near_limit');
@@ -63,6 +98,7 @@ export class StatsStore {
   private readonly counters = new Map<string, Counter>();
   private readonly timers = new Map<string, Timer>();
   private readonly rules = new Map<string, RuleStats>();
+  private readonly notFound = new Map<string, Counter>();
   readonly service: ServiceStats;
 
   constructor() {
@@ -97,6 +133,19 @@ export class StatsStore {
     return r;
   }
 
+  /**
+   * ratelimit.service.rate_limit.<domain>.domain_not_found: requests for a domain the loaded
+   * config does not have (the reference counts once per descriptor).
+   */
+  domainNotFound(domain: string): Counter {
+    let c = this.notFound.get(domain);
+    if (!c) {
+      c = this.counter(`ratelimit.service.rate_limit.${sanitizeStatName(domain)}.domain_not_found`);
+      this.notFound.set(domain, c);
+    }
+    return c;
+  }
+
   allCounters(): IterableIterator<Counter> {
     return this.counters.values();
   }
@@ -109,6 +158,16 @@ export class StatsStore {
   snapshot(): Record<string, number> {
     const out: Record<string, number> = {};
     for (const name of [...this.counters.keys()].sort()) out[name] = this.counters.get(name)!.value;
+    return out;
+  }
+
+  /** Cumulative timer figures, sorted by name (for /stats). */
+  timerSnapshot(): Record<string, { count: number; sumMs: number }> {
+    const out: Record<string, { count: number; sumMs: number }> = {};
+    for (const name of [...this.timers.keys()].sort()) {
+      const t = this.timers.get(name)!;
+      out[name] = { count: t.count, sumMs: t.sumMs };
+    }
     return out;
   }
 }

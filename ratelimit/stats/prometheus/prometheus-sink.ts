@@ -1,0 +1,164 @@
+// USE_PROMETHEUS: statistics mapped to Prometheus metrics (statsd_exporter rules, the default
+// mapping or PROMETHEUS_MAPPER_YAML) in a prom-client registry owned by this sink, served on
+// PROMETHEUS_ADDR + PROMETHEUS_PATH. Counters stay counters; timers become a histogram or a
+// summary as the rule's timer_type says, observed in seconds.
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Logger } from 'pino';
+import { collectDefaultMetrics, Counter, Histogram, Registry, Summary } from 'prom-client';
+import { normalizeTags, type StatsSink, type TimerFlush } from '../sink.js';
+import { DEFAULT_MAPPING_YAML } from './default-mapping.js';
+import { MetricMapper, type StatsdType } from './mapper.js';
+
+export interface PrometheusSinkOptions {
+  /** PROMETHEUS_ADDR: `host:port`, `:port` (all interfaces) or `[v6]:port`. */
+  addr: string;
+  /** PROMETHEUS_PATH. */
+  path: string;
+  /** Mapping YAML text; the built-in mapping when absent. */
+  mappingYaml?: string;
+  /** EXTRA_TAGS, added to every metric as labels. */
+  extraTags?: Record<string, string>;
+  logger?: Logger;
+  /** Called before each scrape so the page shows what was counted up to now. */
+  beforeScrape?: () => void;
+  /** process_* and nodejs_* metrics (the reference exports go_* and process_*). */
+  defaultMetrics?: boolean;
+}
+
+type Metric =
+  { kind: 'counter'; m: Counter } | { kind: 'histogram'; m: Histogram } | { kind: 'summary'; m: Summary };
+
+export function parseListenAddr(addr: string): { host?: string; port: number } {
+  const i = addr.lastIndexOf(':');
+  if (i < 0) throw new Error(`PROMETHEUS_ADDR '${addr}' has no port`);
+  let host = addr.slice(0, i);
+  const port = Number(addr.slice(i + 1));
+  if (!Number.isInteger(port) || port < 0 || port > 65535)
+    throw new Error(`PROMETHEUS_ADDR '${addr}': bad port`);
+  if (host.startsWith('[') && host.endsWith(']')) host = host.slice(1, -1);
+  return { host: host === '' ? undefined : host, port };
+}
+
+export class PrometheusSink implements StatsSink {
+  readonly registry = new Registry();
+  readonly mapper: MetricMapper;
+  private readonly metrics = new Map<string, Metric>();
+  private readonly extraLabels: Record<string, string>;
+  private readonly server: Server;
+  private conflictLogged = new Set<string>();
+  /** Events dropped because a name was already used by another metric type (statsd_exporter counts these too). */
+  conflicts = 0;
+
+  constructor(private readonly opts: PrometheusSinkOptions) {
+    this.mapper = new MetricMapper(opts.mappingYaml ?? DEFAULT_MAPPING_YAML);
+    this.extraLabels = Object.fromEntries(
+      normalizeTags(opts.extraTags ?? {}).map(([k, v]) => [k.replace(/[^a-zA-Z0-9_]/g, '_'), v]),
+    );
+    if (opts.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry });
+    this.server = createServer((req, res) => {
+      const url = (req.url ?? '/').split('?')[0];
+      if (req.method !== 'GET' || url !== this.opts.path) {
+        res.writeHead(404, { 'content-type': 'text/plain' }).end('404 page not found\n');
+        return;
+      }
+      try {
+        this.opts.beforeScrape?.();
+      } catch (err) {
+        this.opts.logger?.warn(`prometheus: flush before scrape failed: ${(err as Error).message}`);
+      }
+      this.registry.metrics().then(
+        (text) => res.writeHead(200, { 'content-type': this.registry.contentType }).end(text),
+        (err: Error) => res.writeHead(500, { 'content-type': 'text/plain' }).end(err.message),
+      );
+    });
+  }
+
+  async start(): Promise<void> {
+    const { host, port } = parseListenAddr(this.opts.addr);
+    await new Promise<void>((resolve, reject) => {
+      this.server.once('error', reject);
+      this.server.listen(port, host, () => {
+        this.server.off('error', reject);
+        resolve();
+      });
+    });
+    this.opts.logger?.warn(
+      `listening for prometheus on ${this.opts.addr} path ${this.opts.path} (port ${this.port})`,
+    );
+  }
+
+  get port(): number {
+    return (this.server.address() as AddressInfo | null)?.port ?? 0;
+  }
+
+  private conflict(name: string, kind: string): undefined {
+    this.conflicts++;
+    if (!this.conflictLogged.has(name)) {
+      this.conflictLogged.add(name);
+      this.opts.logger?.warn(`prometheus: ${name} is already registered with another type; ${kind} dropped`);
+    }
+    return undefined;
+  }
+
+  private resolve(
+    statName: string,
+    type: StatsdType,
+  ): { metric: Metric; labels: Record<string, string> } | undefined {
+    const r = this.mapper.map(statName, type);
+    if (r.drop) return undefined;
+    const labels = { ...this.extraLabels, ...r.labels };
+    const want = type === 'counter' ? 'counter' : (r.mapping?.timerType ?? 'summary');
+    let metric = this.metrics.get(r.name);
+    if (metric) {
+      if (metric.kind !== want) return this.conflict(r.name, want);
+      return { metric, labels };
+    }
+    const labelNames = [
+      ...new Set([...Object.keys(this.extraLabels), ...this.mapper.labelNamesFor(r.name, r.mapping)]),
+    ];
+    const help = r.mapping?.help || 'Metric autogenerated by statsd_exporter.';
+    const common = { name: r.name, help, labelNames, registers: [this.registry] };
+    try {
+      if (want === 'counter') metric = { kind: 'counter', m: new Counter(common) };
+      else if (want === 'histogram')
+        metric = {
+          kind: 'histogram',
+          m: new Histogram({ ...common, buckets: [...(r.mapping?.buckets ?? [])] }),
+        };
+      else
+        metric = {
+          kind: 'summary',
+          m: new Summary({ ...common, percentiles: (r.mapping?.quantiles ?? []).map((q) => q.quantile) }),
+        };
+    } catch (err) {
+      // A name prom-client already holds (e.g. a default process_* metric).
+      this.opts.logger?.warn(`prometheus: cannot register ${r.name}: ${(err as Error).message}`);
+      return this.conflict(r.name, want);
+    }
+    this.metrics.set(r.name, metric);
+    return { metric, labels };
+  }
+
+  flushCounter(name: string, delta: number): void {
+    const r = this.resolve(name, 'counter');
+    if (r && r.metric.kind === 'counter') r.metric.m.inc(r.labels, delta);
+  }
+
+  flushTimer(name: string, timer: TimerFlush): void {
+    const r = this.resolve(name, 'observer');
+    if (!r || r.metric.kind === 'counter') return;
+    // StatsD timers are milliseconds; Prometheus wants seconds (statsd_exporter divides too).
+    const m = r.metric.m;
+    for (const ms of timer.samples) m.observe(r.labels, ms / 1000);
+  }
+
+  flushed(): void {}
+
+  async close(): Promise<void> {
+    const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
+    this.server.closeAllConnections();
+    await closed;
+    this.registry.clear();
+  }
+}
