@@ -1,0 +1,94 @@
+// RateLimitRequest frames for the load generator and decoding of responses for the decision check,
+// with protobufjs on our proto/ tree (the same .proto files the service serves).
+import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import protobuf from 'protobufjs';
+import { PROTO_INCLUDE_DIRS, RLS_PROTO_FILE } from '../../proto/index.js';
+
+export const SHOULD_RATE_LIMIT_PATH = '/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit';
+
+export interface BenchRequest {
+  domain: string;
+  /** Each descriptor is a list of [key, value] entries. */
+  descriptors: [string, string][][];
+  hitsAddend?: number;
+}
+
+// protobufjs ships google/protobuf/descriptor.proto; the Envoy deps do not.
+const protobufjsDir = dirname(createRequire(import.meta.url).resolve('protobufjs/package.json'));
+
+let types: { req: protobuf.Type; res: protobuf.Type } | undefined;
+
+function load(): { req: protobuf.Type; res: protobuf.Type } {
+  if (!types) {
+    const root = new protobuf.Root();
+    root.resolvePath = (_origin, target) => {
+      for (const dir of [...PROTO_INCLUDE_DIRS, protobufjsDir]) {
+        const p = join(dir, target);
+        if (existsSync(p)) return p;
+      }
+      return target;
+    };
+    root.loadSync(RLS_PROTO_FILE, { keepCase: false });
+    types = {
+      req: root.lookupType('envoy.service.ratelimit.v3.RateLimitRequest'),
+      res: root.lookupType('envoy.service.ratelimit.v3.RateLimitResponse'),
+    };
+  }
+  return types;
+}
+
+/** The protobuf message bytes of a RateLimitRequest. */
+export function encodeRequest(r: BenchRequest): Uint8Array {
+  const { req } = load();
+  const msg = req.create({
+    domain: r.domain,
+    descriptors: r.descriptors.map((d) => ({ entries: d.map(([key, value]) => ({ key, value })) })),
+    hitsAddend: r.hitsAddend ?? 0,
+  });
+  return req.encode(msg).finish();
+}
+
+/** A gRPC length-prefixed message: 1 byte "not compressed", 4 bytes big-endian length, the message. */
+export function grpcFrame(message: Uint8Array): Buffer {
+  const out = Buffer.allocUnsafe(5 + message.length);
+  out[0] = 0;
+  out.writeUInt32BE(message.length, 1);
+  out.set(message, 5);
+  return out;
+}
+
+export interface DecodedStatus {
+  code: string;
+  limitRemaining: number;
+  requestsPerUnit?: number;
+  unit?: string;
+}
+export interface DecodedResponse {
+  overallCode: string;
+  statuses: DecodedStatus[];
+}
+
+/** Decodes a RateLimitResponse message (without the gRPC prefix) to the fields decisions are made of. */
+export function decodeResponse(bytes: Uint8Array): DecodedResponse {
+  const { res } = load();
+  const o = res.toObject(res.decode(bytes), { enums: String, longs: Number, defaults: true }) as {
+    overallCode: string;
+    statuses: {
+      code: string;
+      limitRemaining: number;
+      currentLimit?: { requestsPerUnit: number; unit: string } | null;
+    }[];
+  };
+  return {
+    overallCode: o.overallCode,
+    statuses: o.statuses.map((s) => ({
+      code: s.code,
+      limitRemaining: s.limitRemaining,
+      ...(s.currentLimit
+        ? { requestsPerUnit: s.currentLimit.requestsPerUnit, unit: s.currentLimit.unit }
+        : {}),
+    })),
+  };
+}
