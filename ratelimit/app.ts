@@ -11,6 +11,7 @@ import { DebugServer, HealthChecker, RateLimitGrpcServer, RateLimitHttpServer } 
 import { RateLimitService } from './service/index.js';
 import type { Env, Settings } from './settings/index.js';
 import { StatsStore, createStatsPipeline, type StatsPipeline } from './stats/index.js';
+import { cacheSpanName, createTracing, type RateLimitTracing } from './tracing/index.js';
 
 export interface ConfigSource {
   start(): Promise<void>;
@@ -34,6 +35,8 @@ export class RateLimitApp {
   readonly stats = new StatsStore();
   /** Sinks and flushing of `stats`: StatsD, DogStatsD, the log or Prometheus. */
   readonly statsPipeline: StatsPipeline;
+  /** OpenTelemetry; undefined when TRACING_ENABLED is false (then nothing is traced at all). */
+  readonly tracing?: RateLimitTracing;
   readonly health = new HealthChecker();
   readonly store: CounterStore;
   readonly service: RateLimitService;
@@ -53,8 +56,9 @@ export class RateLimitApp {
       logger: this.logger,
       env: opts.env,
     });
+    this.tracing = createTracing(s.tracing, { logger: this.logger });
     const limiter = new FixedWindowLimiter({
-      store: this.store,
+      store: this.tracing ? this.tracing.wrapStore(this.store, cacheSpanName(s.backendType)) : this.store,
       stats: this.stats,
       cacheKeyPrefix: s.cacheKeyPrefix,
       nearLimitRatio: s.nearLimitRatio,
@@ -166,6 +170,7 @@ export class RateLimitApp {
       service: this.service,
       health: this.health,
       stats: this.stats,
+      tracing: this.tracing,
       logger: this.logger,
       host: s.grpcHost,
       port: s.grpcPort,
@@ -199,5 +204,6 @@ export class RateLimitApp {
     await this.configSource?.close();
     await this.store.close();
     await this.statsPipeline.close();
+    await this.tracing?.close();
   }
 }

@@ -7,12 +7,15 @@ import type { WireRateLimitRequest, WireRateLimitResponse } from '../../proto/in
 import { CacheError } from '../limiter/index.js';
 import { type RateLimitService, ServiceError } from '../service/index.js';
 import type { StatsStore } from '../stats/index.js';
+import type { RateLimitTracing } from '../tracing/index.js';
 import type { HealthChecker } from './health.js';
 
 export interface GrpcServerOptions {
   service: RateLimitService;
   health: HealthChecker;
   stats: StatsStore;
+  /** Spans per call when TRACING_ENABLED; absent, the handler does no tracing work. */
+  tracing?: RateLimitTracing;
   logger: Logger;
   host: string;
   port: number;
@@ -135,7 +138,13 @@ export class RateLimitGrpcServer {
         return;
       }
     }
-    this.opts.service.shouldRateLimit(call.request).then(
+    const tracing = this.opts.tracing;
+    const decided = tracing
+      ? tracing.traceShouldRateLimit(call.metadata, call.request, () =>
+          this.opts.service.shouldRateLimit(call.request),
+        )
+      : this.opts.service.shouldRateLimit(call.request);
+    decided.then(
       (response) => {
         stats.timer('ratelimit_server.ShouldRateLimit.response_time').record(performance.now() - started);
         callback(null, response);

@@ -1,0 +1,239 @@
+// OpenTelemetry tracing for ShouldRateLimit, as the reference does it (src/trace/trace.go):
+// OTLP over http (protobuf) or grpc, endpoint and headers from the standard OTEL_EXPORTER_OTLP_*
+// variables, a parent-based ratio sampler, W3C trace context and baggage from incoming gRPC
+// metadata. Spans per call:
+//   envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit   (server, parent from metadata)
+//     └ ShouldRateLimit Execution                                    (domain, request string)
+//         └ Redis Pipeline Execution | Memory Store Execution | ...  (one per counter store call)
+// When TRACING_ENABLED is false none of this is constructed and the gRPC handler takes its plain
+// path: no span objects, no context work.
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { randomUUID } from 'node:crypto';
+import {
+  ROOT_CONTEXT,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+  type Context,
+  type Span,
+  type TextMapGetter,
+  type TextMapPropagator,
+  type Tracer,
+} from '@opentelemetry/api';
+import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } from '@opentelemetry/core';
+import { OTLPTraceExporter as OtlpGrpcExporter } from '@opentelemetry/exporter-trace-otlp-grpc';
+import { OTLPTraceExporter as OtlpHttpExporter } from '@opentelemetry/exporter-trace-otlp-proto';
+import { defaultResource, resourceFromAttributes } from '@opentelemetry/resources';
+import {
+  BatchSpanProcessor,
+  ParentBasedSampler,
+  TraceIdRatioBasedSampler,
+  TracerProvider,
+  type SpanExporter,
+  type SpanProcessor,
+} from '@opentelemetry/sdk-trace';
+import type { Logger } from 'pino';
+import type { CounterOp, CounterStore } from '../limiter/index.js';
+import type { Settings } from '../settings/index.js';
+
+export const SERVER_SPAN_NAME = 'envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit';
+export const EXECUTION_SPAN_NAME = 'ShouldRateLimit Execution';
+
+/** What the tracer needs from grpc-js Metadata (or any header bag). */
+export interface MetadataCarrier {
+  get(key: string): (string | Buffer)[];
+  getMap(): Record<string, string | Buffer>;
+}
+
+const metadataGetter: TextMapGetter<MetadataCarrier> = {
+  keys: (carrier) => Object.keys(carrier.getMap()),
+  get: (carrier, key) => {
+    const values = carrier.get(key);
+    if (values.length === 0) return undefined;
+    return values.length === 1 ? String(values[0]) : values.map(String);
+  },
+};
+
+export interface RateLimitTracingOptions {
+  settings: Settings['tracing'];
+  logger?: Logger;
+  /** Replaces the OTLP exporter (tests). */
+  exporter?: SpanExporter;
+  /** Replaces the batch processor around the exporter (tests). */
+  spanProcessor?: SpanProcessor;
+}
+
+export class RateLimitTracing {
+  readonly tracer: Tracer;
+  readonly serviceInstanceId: string;
+  private readonly provider: TracerProvider;
+  private readonly propagator: TextMapPropagator;
+  /**
+   * The active context for the limiter's store calls. Our own rather than the global context
+   * manager, so two apps in one process (tests) never share tracing state.
+   */
+  private readonly active = new AsyncLocalStorage<Context>();
+
+  constructor(opts: RateLimitTracingOptions) {
+    const s = opts.settings;
+    this.serviceInstanceId = s.serviceInstanceId || randomUUID();
+    const attributes: Record<string, string> = {
+      'service.name': s.serviceName,
+      'service.instance.id': this.serviceInstanceId,
+    };
+    if (s.serviceNamespace) attributes['service.namespace'] = s.serviceNamespace;
+    const exporter =
+      opts.exporter ?? (s.exporterProtocol === 'grpc' ? new OtlpGrpcExporter() : new OtlpHttpExporter());
+    this.provider = new TracerProvider({
+      resource: defaultResource().merge(resourceFromAttributes(attributes)),
+      // Follow the caller's sampling decision; sample new traces at TRACING_SAMPLING_RATE.
+      sampler: new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(s.samplingRate) }),
+      spanProcessors: [opts.spanProcessor ?? new BatchSpanProcessor({ exporter })],
+    });
+    this.tracer = this.provider.getTracer('envoy-ratelimit-ts');
+    this.propagator = new CompositePropagator({
+      propagators: [new W3CTraceContextPropagator(), new W3CBaggagePropagator()],
+    });
+    opts.logger?.info(
+      `TracerProvider initialized with following parameters: protocol: ${s.exporterProtocol}, serviceName: ${s.serviceName}, ` +
+        `serviceNamespace: ${s.serviceNamespace}, serviceInstanceId: ${this.serviceInstanceId}, samplingRate: ${s.samplingRate}`,
+    );
+  }
+
+  /** The trace context carried by incoming gRPC metadata (traceparent, tracestate, baggage). */
+  extract(metadata: MetadataCarrier | undefined): Context {
+    return metadata ? this.propagator.extract(ROOT_CONTEXT, metadata, metadataGetter) : ROOT_CONTEXT;
+  }
+
+  /** Runs one ShouldRateLimit call inside its server and execution spans. */
+  async traceShouldRateLimit<T>(
+    metadata: MetadataCarrier | undefined,
+    request: { domain?: string },
+    fn: () => Promise<T>,
+  ): Promise<T> {
+    const parent = this.extract(metadata);
+    const server = this.tracer.startSpan(
+      SERVER_SPAN_NAME,
+      {
+        kind: SpanKind.SERVER,
+        attributes: {
+          'rpc.system': 'grpc',
+          'rpc.service': 'envoy.service.ratelimit.v3.RateLimitService',
+          'rpc.method': 'ShouldRateLimit',
+        },
+      },
+      parent,
+    );
+    const serverCtx = trace.setSpan(parent, server);
+    const exec = this.tracer.startSpan(
+      EXECUTION_SPAN_NAME,
+      { attributes: { domain: request.domain ?? '' } },
+      serverCtx,
+    );
+    if (exec.isRecording()) exec.setAttribute('request string', JSON.stringify(request));
+    const execCtx = trace.setSpan(serverCtx, exec);
+    try {
+      const result = await this.active.run(execCtx, fn);
+      server.setAttribute('rpc.grpc.status_code', 0);
+      return result;
+    } catch (err) {
+      const code = (err as { grpcCode?: number }).grpcCode;
+      if (typeof code === 'number') server.setAttribute('rpc.grpc.status_code', code);
+      for (const span of [exec, server]) {
+        span.recordException(err as Error);
+        span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error)?.message });
+      }
+      throw err;
+    } finally {
+      exec.end();
+      server.end();
+    }
+  }
+
+  /** Runs fn inside a child span of the current call, if there is one. */
+  async inChildSpan<T>(
+    name: string,
+    attributes: Record<string, number | string>,
+    fn: () => Promise<T>,
+  ): Promise<T> {
+    const parent = this.active.getStore();
+    if (!parent) return fn();
+    const span: Span = this.tracer.startSpan(name, { attributes }, parent);
+    try {
+      return await fn();
+    } catch (err) {
+      span.recordException(err as Error);
+      span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error)?.message });
+      throw err;
+    } finally {
+      span.end();
+    }
+  }
+
+  /** A counter store whose calls show up as child spans named `spanName`. */
+  wrapStore(store: CounterStore, spanName: string): CounterStore {
+    return new TracedCounterStore(store, this, spanName);
+  }
+
+  /** Sends what is buffered. */
+  forceFlush(): Promise<void> {
+    return this.provider.forceFlush();
+  }
+
+  /** Flushes and stops the exporter. */
+  async close(): Promise<void> {
+    await this.provider.shutdown();
+  }
+}
+
+function pipelineAttributes(ops: readonly CounterOp[]): Record<string, number> {
+  let perSecond = 0;
+  for (const op of ops) if (op.perSecond) perSecond++;
+  return { 'pipeline length': ops.length - perSecond, 'perSecondPipeline length': perSecond };
+}
+
+/** Decorates the limiter's store; the app keeps the undecorated one for start/health/close. */
+class TracedCounterStore implements CounterStore {
+  constructor(
+    private readonly inner: CounterStore,
+    private readonly tracing: RateLimitTracing,
+    private readonly spanName: string,
+  ) {}
+
+  increment(ops: readonly CounterOp[]): Promise<number[]> {
+    return this.tracing.inChildSpan(this.spanName, pipelineAttributes(ops), () => this.inner.increment(ops));
+  }
+
+  get(ops: readonly CounterOp[]): Promise<number[]> {
+    return this.tracing.inChildSpan(this.spanName, pipelineAttributes(ops), () => this.inner.get(ops));
+  }
+
+  isHealthy(): boolean {
+    return this.inner.isHealthy();
+  }
+
+  close(): Promise<void> {
+    return this.inner.close();
+  }
+}
+
+/** Span name of the cache call per backend, the reference's name for Redis. */
+export function cacheSpanName(backendType: string): string {
+  switch (backendType) {
+    case 'redis':
+      return 'Redis Pipeline Execution';
+    case 'memcache':
+      return 'Memcached Execution';
+    default:
+      return 'Memory Store Execution';
+  }
+}
+
+/** The tracing for these settings, or undefined when TRACING_ENABLED is false. */
+export function createTracing(
+  settings: Settings['tracing'],
+  deps: { logger?: Logger; exporter?: SpanExporter } = {},
+): RateLimitTracing | undefined {
+  if (!settings.enabled) return undefined;
+  return new RateLimitTracing({ settings, ...deps });
+}
