@@ -1,9 +1,21 @@
 // The CRD against a real API server: it installs, every valid example is accepted, every invalid one
 // is rejected with the message its `# expect:` line names.
 import { join } from 'node:path';
+import { KubeConfig } from '@kubernetes/client-node';
 import t from 'tap';
-import { startKube, type KubeHarness } from './harness/kube.js';
-import { apiMessage, applyRlc, getRlc, installCrd, readExamples, REPO_ROOT } from '../operator/testing.js';
+import { resolveKubectl, startKube, type KubeHarness } from './harness/kube.js';
+import { runCommand } from './harness/proc.js';
+import { RateLimitOperator } from '../operator/operator.js';
+import {
+  apiMessage,
+  applyRlc,
+  condition,
+  getRlc,
+  installCrd,
+  readExamples,
+  REPO_ROOT,
+  waitFor,
+} from '../operator/testing.js';
 
 let kube: KubeHarness;
 
@@ -52,3 +64,94 @@ t.test('a deep tree below the CEL levels is stored as given (the operator valida
   await applyRlc(kube.kubeConfig, obj);
   t.same((await getRlc(kube.kubeConfig, 'deep')).spec, obj.spec);
 });
+
+t.test('kubectl apply -f examples/crds/ works and kubectl get shows the printer columns', async (t) => {
+  const kubectl = resolveKubectl();
+  const env = { ...process.env, KUBECONFIG: kube.kubeconfigPath };
+  const k = (...args: string[]) => runCommand(kubectl, args, { env, cwd: REPO_ROOT });
+  t.equal((await k('create', 'namespace', 'kubectl-test')).code, 0);
+  const operator = new RateLimitOperator({
+    kubeConfig: kube.kubeConfig,
+    namespace: 'kubectl-test',
+    xdsListen: '127.0.0.1:0',
+    resyncMs: 1000,
+  });
+  await operator.start();
+  t.teardown(() => operator.close());
+
+  const applied = await k('apply', '-n', 'kubectl-test', '-f', 'examples/crds/');
+  t.equal(applied.code, 0, applied.stderr);
+  t.match(applied.stdout, /ratelimitconfig.ratelimit.envoyproxy.io\/basic created/);
+  const rejected = await k('apply', '-n', 'kubectl-test', '-f', 'examples/invalid/unlimited-with-unit.yaml');
+  t.not(rejected.code, 0);
+  t.match(rejected.stderr, /should not specify rate limit unit when unlimited/);
+
+  const out = await waitFor('Accepted=True everywhere', async () => {
+    const r = await k('get', 'ratelimitconfigs', '-n', 'kubectl-test');
+    const rows = r.stdout.trim().split('\n').slice(1);
+    return rows.length >= 9 && rows.every((row) => / True /.test(row)) ? r.stdout : undefined;
+  });
+  const header = out.split('\n')[0];
+  t.match(header, /^NAME\s+DOMAIN\s+ACCEPTED\s+PROGRAMMED\s+PODS ACKED\s+AGE/);
+  t.match(out, /\nbasic\s+basic\s+True\s+False\s+0\/0\s+\d+s/, 'no pod connected: not programmed, 0/0');
+  const short = await k('get', 'rlc', 'shared-search', '-n', 'kubectl-test', '-o', 'wide');
+  t.match(short.stdout, /shared-search\s+shared\s+True/);
+});
+
+t.test(
+  'the RBAC manifest is enough: an operator running as its service account reconciles, writes status and leads',
+  async (t) => {
+    const kubectl = resolveKubectl();
+    const env = { ...process.env, KUBECONFIG: kube.kubeconfigPath };
+    const k = (...args: string[]) => runCommand(kubectl, args, { env, cwd: REPO_ROOT });
+    t.equal((await k('create', 'namespace', 'ratelimit-system')).code, 0);
+    t.equal((await k('create', 'namespace', 'rbac-test')).code, 0);
+    const rbac = await k('apply', '-f', 'operator/deploy/rbac.yaml');
+    t.equal(rbac.code, 0, rbac.stderr);
+
+    // The admin user impersonates the operator's service account.
+    const admin = kube.kubeConfig;
+    const sa = new KubeConfig();
+    sa.loadFromOptions({
+      clusters: admin.clusters,
+      contexts: admin.contexts,
+      currentContext: admin.currentContext,
+      users: admin.users.map((u) => ({
+        ...u,
+        impersonateUser: 'system:serviceaccount:ratelimit-system:ratelimit-operator',
+      })),
+    });
+    const operator = new RateLimitOperator({
+      kubeConfig: sa,
+      xdsListen: '127.0.0.1:0',
+      leaderElection: { namespace: 'ratelimit-system', name: 'ratelimit-operator', retryPeriodMs: 300 },
+      resyncMs: 1000,
+      logger: process.env.DEBUG_OPERATOR ? (await import('pino')).default({ level: 'debug' }) : undefined,
+    });
+    await operator.start();
+    t.teardown(() => operator.close());
+    const name = 'rbac';
+    await applyRlc(
+      kube.kubeConfig,
+      {
+        apiVersion: 'ratelimit.envoyproxy.io/v1alpha1',
+        kind: 'RateLimitConfig',
+        metadata: { name },
+        spec: {
+          domain: 'rbac-only',
+          descriptors: [{ key: 'k', rate_limit: { unit: 'second', requests_per_unit: 1 } }],
+        },
+      },
+      { namespace: 'rbac-test' },
+    );
+    await waitFor(
+      'status written as the service account',
+      async () => condition(await getRlc(kube.kubeConfig, name, 'rbac-test'), 'Accepted')?.status === 'True',
+    );
+    t.ok(operator.isLeader, 'holds the Lease');
+    const metrics = await operator.registry.metrics();
+    t.notMatch(metrics, /ratelimit_operator_errors_total\{[^}]*\} [1-9]/, 'no request was refused');
+    const events = await k('get', 'events', '-n', 'rbac-test', '-o', 'name');
+    t.match(events.stdout, /event\/rbac\./, 'Events created');
+  },
+);
