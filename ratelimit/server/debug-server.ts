@@ -1,5 +1,10 @@
-// The debug listener: / lists the paths, /rlconfig prints the loaded config, /stats the statistics.
-import Fastify, { type FastifyInstance } from 'fastify';
+// The debug listener: / lists the paths, /rlconfig prints the loaded config, /stats the
+// statistics, /debug/pprof/ the profiles. Go's pprof formats do not exist in Node; the
+// equivalents are V8's: a .cpuprofile (CPU, sampled for ?seconds=N) and a .heapsnapshot, both
+// opened by Chrome DevTools (Performance / Memory tab, "Load").
+import { Session } from 'node:inspector/promises';
+import { getHeapSnapshot } from 'node:v8';
+import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import type { Logger } from 'pino';
 import type { RateLimitService } from '../service/index.js';
 import type { StatsStore } from '../stats/index.js';
@@ -12,9 +17,24 @@ export interface DebugServerOptions {
   port: number;
 }
 
+/** Longest CPU profile one request may ask for. */
+const MAX_PROFILE_SECONDS = 300;
+
+const PPROF_INDEX = `/debug/pprof/
+
+profiles (V8 formats; open them in Chrome DevTools):
+  /debug/pprof/profile?seconds=N  CPU profile sampled for N seconds (default 30, at most ${MAX_PROFILE_SECONDS}); a .cpuprofile file for the Performance tab
+  /debug/pprof/heap               heap snapshot; a .heapsnapshot file for the Memory tab (pauses the process while it is taken)
+`;
+
+function stamp(): string {
+  return new Date().toISOString().replace(/[:.]/g, '-');
+}
+
 export class DebugServer {
   readonly app: FastifyInstance;
   private readonly paths = new Map<string, string>();
+  private profiling = false;
 
   constructor(private readonly opts: DebugServerOptions) {
     this.app = Fastify({ logger: false });
@@ -22,15 +42,51 @@ export class DebugServer {
       return opts.service.getConfig()?.dump() ?? '';
     });
     this.addPath('/stats', 'print out stats', async () => {
-      const snap = opts.stats.snapshot();
-      return Object.entries(snap)
-        .map(([k, v]) => `${k}: ${v}`)
-        .join('\n');
+      const lines = Object.entries(opts.stats.snapshot()).map(([k, v]) => `${k}: ${v}`);
+      for (const [k, t] of Object.entries(opts.stats.timerSnapshot())) {
+        const mean = t.count > 0 ? t.sumMs / t.count : 0;
+        lines.push(`${k}: count=${t.count} mean_ms=${mean.toFixed(3)}`);
+      }
+      return lines.join('\n');
+    });
+    this.paths.set('/debug/pprof/', 'root of various pprof endpoints. hit for help.');
+    this.app.get('/debug/pprof/', async (_req, reply) => reply.type('text/plain').send(PPROF_INDEX));
+    this.app.get('/debug/pprof/profile', async (req, reply) => this.cpuProfile(req.query, reply));
+    this.app.get('/debug/pprof/heap', async (_req, reply) => {
+      reply
+        .type('application/octet-stream')
+        .header('content-disposition', `attachment; filename="heap-${stamp()}.heapsnapshot"`);
+      return reply.send(getHeapSnapshot());
     });
     this.app.get('/', async (_req, reply) => {
       const lines = [...this.paths].map(([p, help]) => `${p}: ${help}`);
       return reply.type('text/plain').send(lines.join('\n') + '\n');
     });
+  }
+
+  private async cpuProfile(query: unknown, reply: FastifyReply): Promise<FastifyReply> {
+    const raw = (query as { seconds?: string }).seconds;
+    const seconds = raw === undefined || raw === '' ? 30 : Number(raw);
+    if (!Number.isFinite(seconds) || seconds <= 0 || seconds > MAX_PROFILE_SECONDS) {
+      return reply.code(400).type('text/plain').send(`seconds must be in (0, ${MAX_PROFILE_SECONDS}]\n`);
+    }
+    if (this.profiling) return reply.code(409).type('text/plain').send('a CPU profile is already running\n');
+    this.profiling = true;
+    const session = new Session();
+    try {
+      session.connect();
+      await session.post('Profiler.enable');
+      await session.post('Profiler.start');
+      await new Promise((r) => setTimeout(r, seconds * 1000));
+      const { profile } = await session.post('Profiler.stop');
+      return reply
+        .type('application/json')
+        .header('content-disposition', `attachment; filename="cpu-${stamp()}.cpuprofile"`)
+        .send(JSON.stringify(profile));
+    } finally {
+      session.disconnect();
+      this.profiling = false;
+    }
   }
 
   /** Registers a text endpoint listed on `/`. */
