@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import type { RateLimitConfig } from './config/index.js';
 import { CacheError, FixedWindowLimiter, LocalOverLimitCache, type CounterStore } from './limiter/index.js';
 import { createLogger } from './logging.js';
+import { MemcacheCounterStore } from './memcache/index.js';
 import { MemoryCounterStore } from './memory/index.js';
 import { RedisCounterStore } from './redis/index.js';
 import { FileConfigProvider, type ConfigUpdate } from './runtime/index.js';
@@ -95,6 +96,8 @@ export class RateLimitApp {
             : undefined,
           logger: this.logger,
         });
+      case 'memcache':
+        return new MemcacheCounterStore({ settings: s.memcache, logger: this.logger });
       default:
         throw new CacheError(`BACKEND_TYPE=${s.backendType} is not supported by this build yet`);
     }
@@ -125,7 +128,7 @@ export class RateLimitApp {
   async start(): Promise<void> {
     const s = this.settings;
     await this.statsPipeline.start();
-    if (this.store instanceof RedisCounterStore) await this.store.start();
+    await this.store.start?.();
 
     let resolve!: () => void;
     const promise = new Promise<void>((r) => (resolve = r));

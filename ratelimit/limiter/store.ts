@@ -16,6 +16,11 @@ export interface CounterStore {
   increment(ops: readonly CounterOp[]): Promise<number[]>;
   /** Current counts (0 when absent), without counting. */
   get(ops: readonly CounterOp[]): Promise<number[]>;
+  /**
+   * Optional: connects, waiting (and logging what for) until the cache answers; the service opens no
+   * port before it resolves. Stores without a connection (memory) leave it out.
+   */
+  start?(): Promise<void>;
   /** False while the store has no usable connection. */
   isHealthy(): boolean;
   close(): Promise<void>;

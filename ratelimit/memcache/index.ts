@@ -1,0 +1,3 @@
+export * from './memcache-store.js';
+export * from './memcache-client.js';
+export * from './srv.js';

@@ -1,0 +1,277 @@
+// One Redis deployment (the REDIS_* one, or the REDIS_PERSECOND_* one): its ioredis client, how the
+// reference's commands are sent (per counter `INCRBY key hits` + `EXPIRE key seconds`), the optional
+// implicit pipeline that batches the commands of concurrent requests, health, and the startup wait.
+import type { Cluster, Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import { CacheError, type CounterOp } from '../limiter/index.js';
+import type { RedisSettings, TlsFiles } from '../settings/index.js';
+import { createRedisClient, describeTarget, reconnectDelayMs, type RedisClient } from './client-options.js';
+import { clusterSlot } from './cluster-slot.js';
+
+type ExecResult = [Error | null, unknown][] | null;
+
+/** A request waiting in the implicit pipeline. */
+interface Pending {
+  readonly ops: readonly CounterOp[];
+  resolve(counts: number[]): void;
+  reject(err: unknown): void;
+}
+
+function cacheError(what: string, err: unknown): CacheError {
+  return err instanceof CacheError ? err : new CacheError(`${what}: ${(err as Error).message}`, err);
+}
+
+/** Counts from an exec result holding INCRBY/EXPIRE pairs, starting at pair `from`. */
+function countsFrom(res: ExecResult, from: number, n: number): number[] {
+  if (!res) throw new CacheError('redis pipeline returned no result');
+  const out = new Array<number>(n);
+  for (let i = 0; i < n; i++) {
+    const [err, value] = res[(from + i) * 2];
+    if (err) throw new CacheError(`redis INCRBY failed: ${err.message}`, err);
+    out[i] = Number(value);
+  }
+  return out;
+}
+
+export class RedisDeployment {
+  readonly client: RedisClient;
+  readonly isCluster: boolean;
+  /** REDIS or REDIS_PERSECOND: names the variables in log lines and errors. */
+  readonly name: string;
+  private readonly settings: RedisSettings;
+  private readonly logger?: Logger;
+  private readonly windowMs: number;
+  private readonly limit: number;
+  private queue: Pending[] = [];
+  private queuedCommands = 0;
+  private flushScheduled = false;
+  private timer: NodeJS.Timeout | undefined;
+  private readonly flushNow = (): void => this.flush();
+
+  constructor(name: string, settings: RedisSettings, tlsFiles: TlsFiles, logger?: Logger) {
+    this.name = name;
+    this.settings = settings;
+    this.logger = logger;
+    this.client = createRedisClient(settings, tlsFiles, name);
+    this.isCluster = settings.type === 'cluster';
+    // As radix's PoolPipelineWindow: a zero window disables implicit pipelining, a zero limit leaves
+    // the window as the only bound.
+    this.windowMs = settings.pipelineWindowMs;
+    this.limit = settings.pipelineLimit;
+    // ioredis reconnects by itself; without a listener an 'error' event would crash the process.
+    this.client.on('error', (err: Error) =>
+      this.logger?.debug({ err: err.message }, `${name}: redis connection error`),
+    );
+  }
+
+  get implicitPipelining(): boolean {
+    return this.windowMs > 0;
+  }
+
+  /** What the deployment connects to, for log lines. */
+  describe(): string {
+    return `${this.name}_URL=${this.settings.url} (${describeTarget(this.settings)})`;
+  }
+
+  /**
+   * Connects and waits for a PING answer, retrying with backoff until the deadline; logs once what it
+   * waits for (the reference blocks its startup on the same PING).
+   */
+  async connect(deadlineMs: number): Promise<void> {
+    const until = Date.now() + deadlineMs;
+    const perTry = Math.min(this.settings.timeoutMs > 0 ? this.settings.timeoutMs : 10_000, 5000);
+    this.logger?.warn(`connecting to redis at ${this.describe()}`);
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const c = this.client;
+        if (c.status === 'wait' || c.status === 'end' || c.status === 'close') {
+          await withTimeout(c.connect(), perTry, 'connect');
+        }
+        const pong = await withTimeout(c.ping(), perTry, 'PING');
+        if (pong !== 'PONG') throw new Error(`unexpected PING answer '${pong}'`);
+        if (attempt > 1) this.logger?.warn(`redis at ${this.name}_URL is up`);
+        return;
+      } catch (err) {
+        const message = (err as Error).message;
+        if (attempt === 1) this.logger?.warn(`waiting for redis at ${this.describe()}: ${message}`);
+        else this.logger?.debug(`still waiting for redis at ${this.name}_URL: ${message}`);
+        if (Date.now() >= until) {
+          throw new CacheError(`could not connect to redis at ${this.describe()}: ${message}`, err);
+        }
+        await sleep(Math.min(reconnectDelayMs(attempt), Math.max(0, until - Date.now())));
+      }
+    }
+  }
+
+  /** INCRBY + EXPIRE per op; resolves with the counts after the increment, in op order. */
+  increment(ops: readonly CounterOp[]): Promise<number[]> {
+    if (this.windowMs > 0) return this.enqueue(ops);
+    return this.isCluster ? this.incrementCluster(ops) : this.incrementPipeline(ops);
+  }
+
+  /** One pipeline for all the ops: the reference's one round trip per request. */
+  private async incrementPipeline(ops: readonly CounterOp[]): Promise<number[]> {
+    const p = (this.client as Redis).pipeline();
+    for (let i = 0; i < ops.length; i++) {
+      const op = ops[i];
+      p.incrby(op.key, op.hits);
+      p.expire(op.key, op.expireSeconds);
+    }
+    let res: ExecResult;
+    try {
+      res = await p.exec();
+    } catch (err) {
+      throw cacheError('redis pipeline failed', err);
+    }
+    return countsFrom(res, 0, ops.length);
+  }
+
+  /**
+   * On a cluster a pipeline must stay on one node: one pipeline per hash slot, all sent at once.
+   * ioredis re-sends a pipeline after MOVED/ASK, a closed connection or CLUSTERDOWN, to the node the
+   * refreshed slot map names, so INCRBY and its EXPIRE always travel together.
+   */
+  private async incrementCluster(ops: readonly CounterOp[]): Promise<number[]> {
+    const c = this.client as Cluster;
+    if (ops.length === 1) return this.execClusterGroup(c, ops);
+    const slots = new Map<number, number[]>();
+    for (let i = 0; i < ops.length; i++) {
+      const s = clusterSlot(ops[i].key);
+      const g = slots.get(s);
+      if (g) g.push(i);
+      else slots.set(s, [i]);
+    }
+    const out = new Array<number>(ops.length);
+    if (slots.size === 1) return this.execClusterGroup(c, ops);
+    await Promise.all(
+      [...slots.values()].map(async (idx) => {
+        const counts = await this.execClusterGroup(
+          c,
+          idx.map((i) => ops[i]),
+        );
+        for (let j = 0; j < idx.length; j++) out[idx[j]] = counts[j];
+      }),
+    );
+    return out;
+  }
+
+  private async execClusterGroup(c: Cluster, ops: readonly CounterOp[]): Promise<number[]> {
+    const p = c.pipeline();
+    for (let i = 0; i < ops.length; i++) {
+      p.incrby(ops[i].key, ops[i].hits);
+      p.expire(ops[i].key, ops[i].expireSeconds);
+    }
+    let res: ExecResult;
+    try {
+      res = await p.exec();
+    } catch (err) {
+      throw cacheError('redis cluster pipeline failed', err);
+    }
+    return countsFrom(res, 0, ops.length);
+  }
+
+  // --- implicit pipelining (REDIS_PIPELINE_WINDOW / REDIS_PIPELINE_LIMIT) ---------------------------
+
+  private enqueue(ops: readonly CounterOp[]): Promise<number[]> {
+    return new Promise<number[]>((resolve, reject) => {
+      this.queue.push({ ops, resolve, reject });
+      this.queuedCommands += ops.length * 2;
+      if (this.limit > 0 && this.queuedCommands >= this.limit) {
+        this.flush();
+      } else if (!this.flushScheduled) {
+        this.flushScheduled = true;
+        // Node timers have millisecond resolution: a sub-millisecond window (radix's typical 150µs)
+        // flushes after the current I/O phase, which still batches requests that arrived together.
+        if (this.windowMs < 1) setImmediate(this.flushNow);
+        else this.timer = setTimeout(this.flushNow, this.windowMs);
+      }
+    });
+  }
+
+  private flush(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    this.flushScheduled = false;
+    const batch = this.queue;
+    if (batch.length === 0) return;
+    this.queue = [];
+    this.queuedCommands = 0;
+    if (this.isCluster) {
+      // Sent in one tick: ioredis's auto-pipelining writes each node's share of the window at once.
+      for (const e of batch) this.incrementCluster(e.ops).then(e.resolve, e.reject);
+      return;
+    }
+    const p = (this.client as Redis).pipeline();
+    for (const e of batch) {
+      for (let i = 0; i < e.ops.length; i++) {
+        const op = e.ops[i];
+        p.incrby(op.key, op.hits);
+        p.expire(op.key, op.expireSeconds);
+      }
+    }
+    p.exec().then(
+      (res) => {
+        let at = 0;
+        for (const e of batch) {
+          try {
+            e.resolve(countsFrom(res, at, e.ops.length));
+          } catch (err) {
+            e.reject(err);
+          }
+          at += e.ops.length;
+        }
+      },
+      (err: unknown) => {
+        const ce = cacheError('redis pipeline failed', err);
+        for (const e of batch) e.reject(ce);
+      },
+    );
+  }
+
+  /** Current counts (0 when absent), without counting. */
+  async get(ops: readonly CounterOp[]): Promise<number[]> {
+    try {
+      const values = await Promise.all(ops.map((op) => this.client.get(op.key)));
+      return values.map((v) => (v === null ? 0 : Number(v)));
+    } catch (err) {
+      throw cacheError('redis GET failed', err);
+    }
+  }
+
+  /** True while the client has a usable connection (REDIS_HEALTH_CHECK_ACTIVE_CONNECTION). */
+  isHealthy(): boolean {
+    return this.client.status === 'ready';
+  }
+
+  async close(): Promise<void> {
+    if (this.queue.length > 0) this.flush();
+    const c = this.client;
+    if (c.status === 'ready') {
+      try {
+        await withTimeout(c.quit(), 1000, 'QUIT');
+      } catch {
+        // a hard disconnect below
+      }
+    }
+    // Also after QUIT: it closes the sentinel connections the failover detector subscribes on.
+    c.disconnect();
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+async function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      p,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`${what} timed out after ${ms} ms`)), ms);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
