@@ -160,6 +160,11 @@ t.test('HTTP /json: 400 for bad JSON, an empty domain, no descriptors, unknown f
     body: JSON.stringify({ domain: 'basic', descriptors: [{ entries: [{ key: 'key1', value: 'curl' }] }] }),
   });
   t.equal(form.status, 200, 'curl -d (form content type) is read as JSON, as the reference does');
+  const plain = await fetch(`${svc.httpUrl}/json`, {
+    method: 'POST',
+    body: JSON.stringify({ domain: 'basic', descriptors: [{ entries: [{ key: 'key1', value: 'plain' }] }] }),
+  });
+  t.equal(plain.status, 200, 'text/plain (fetch with a string body) is read as JSON too');
   const unknown = await svc.postJson({ domain: 'basic', descriptors: [], bogus: 1 });
   t.equal(unknown.status, 400);
   t.match(unknown.body, "unknown field 'bogus'");

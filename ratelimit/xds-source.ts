@@ -39,9 +39,6 @@ export async function createXdsSource(app: RateLimitApp): Promise<ConfigSource> 
       }
     },
   });
-  client.on('disconnected', ({ error, delayMs }) =>
-    log.warn(`xDS stream to ${x.serverUrl} ended (${error?.message ?? 'closed'}); retrying in ${delayMs} ms`),
-  );
   return {
     start: async () => client.start(),
     close: () => client.close(),

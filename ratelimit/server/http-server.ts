@@ -30,6 +30,7 @@ export class RateLimitHttpServer {
 
     // Like the reference, /json takes the body as JSON whatever the content type says
     // (curl -d sends application/x-www-form-urlencoded).
+    this.app.removeContentTypeParser('text/plain');
     this.app.addContentTypeParser('*', { parseAs: 'string' }, (_req, body, done) => {
       try {
         done(null, JSON.parse(body as string));
