@@ -1,5 +1,4 @@
-// RateLimitRequest frames for the load generator and decoding of responses for the decision check,
-// with protobufjs on our proto/ tree (the same .proto files the service serves).
+// RateLimitRequest frames for the load generator, encoded with protobufjs on our proto/ tree (the same .proto files the service serves).
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
@@ -18,9 +17,9 @@ export interface BenchRequest {
 // protobufjs ships google/protobuf/descriptor.proto; the Envoy deps do not.
 const protobufjsDir = dirname(createRequire(import.meta.url).resolve('protobufjs/package.json'));
 
-let types: { req: protobuf.Type; res: protobuf.Type } | undefined;
+let types: { req: protobuf.Type } | undefined;
 
-function load(): { req: protobuf.Type; res: protobuf.Type } {
+function load(): { req: protobuf.Type } {
   if (!types) {
     const root = new protobuf.Root();
     root.resolvePath = (_origin, target) => {
@@ -33,7 +32,6 @@ function load(): { req: protobuf.Type; res: protobuf.Type } {
     root.loadSync(RLS_PROTO_FILE, { keepCase: false });
     types = {
       req: root.lookupType('envoy.service.ratelimit.v3.RateLimitRequest'),
-      res: root.lookupType('envoy.service.ratelimit.v3.RateLimitResponse'),
     };
   }
   return types;
@@ -57,38 +55,4 @@ export function grpcFrame(message: Uint8Array): Buffer {
   out.writeUInt32BE(message.length, 1);
   out.set(message, 5);
   return out;
-}
-
-export interface DecodedStatus {
-  code: string;
-  limitRemaining: number;
-  requestsPerUnit?: number;
-  unit?: string;
-}
-export interface DecodedResponse {
-  overallCode: string;
-  statuses: DecodedStatus[];
-}
-
-/** Decodes a RateLimitResponse message (without the gRPC prefix) to the fields decisions are made of. */
-export function decodeResponse(bytes: Uint8Array): DecodedResponse {
-  const { res } = load();
-  const o = res.toObject(res.decode(bytes), { enums: String, longs: Number, defaults: true }) as {
-    overallCode: string;
-    statuses: {
-      code: string;
-      limitRemaining: number;
-      currentLimit?: { requestsPerUnit: number; unit: string } | null;
-    }[];
-  };
-  return {
-    overallCode: o.overallCode,
-    statuses: o.statuses.map((s) => ({
-      code: s.code,
-      limitRemaining: s.limitRemaining,
-      ...(s.currentLimit
-        ? { requestsPerUnit: s.currentLimit.requestsPerUnit, unit: s.currentLimit.unit }
-        : {}),
-    })),
-  };
 }
