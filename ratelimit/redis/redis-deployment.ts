@@ -47,6 +47,7 @@ export class RedisDeployment {
   private flushScheduled = false;
   private timer: NodeJS.Timeout | undefined;
   private readonly flushNow = (): void => this.flush();
+  private lastConnectionError = '';
 
   constructor(name: string, settings: RedisSettings, tlsFiles: TlsFiles, logger?: Logger) {
     this.name = name;
@@ -59,9 +60,10 @@ export class RedisDeployment {
     this.windowMs = settings.pipelineWindowMs;
     this.limit = settings.pipelineLimit;
     // ioredis reconnects by itself; without a listener an 'error' event would crash the process.
-    this.client.on('error', (err: Error) =>
-      this.logger?.debug({ err: err.message }, `${name}: redis connection error`),
-    );
+    this.client.on('error', (err: Error) => {
+      this.lastConnectionError = err.message;
+      this.logger?.debug({ err: err.message }, `${name}: redis connection error`);
+    });
   }
 
   get implicitPipelining(): boolean {
@@ -92,7 +94,11 @@ export class RedisDeployment {
         if (attempt > 1) this.logger?.warn(`redis at ${this.name}_URL is up`);
         return;
       } catch (err) {
-        const message = (err as Error).message;
+        let message = (err as Error).message;
+        // A timed-out PING says little: name the connection error behind it (TLS, auth, refused...).
+        if (this.lastConnectionError && !message.includes(this.lastConnectionError)) {
+          message += ` (connection error: ${this.lastConnectionError})`;
+        }
         if (attempt === 1) this.logger?.warn(`waiting for redis at ${this.describe()}: ${message}`);
         else this.logger?.debug(`still waiting for redis at ${this.name}_URL: ${message}`);
         if (Date.now() >= until) {

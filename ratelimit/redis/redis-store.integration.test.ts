@@ -1,0 +1,256 @@
+// RedisCounterStore and the service on real redis-server: URL forms, implicit pipelining batches,
+// the active-connection health check, the startup wait, TLS hostname checks, per-second auth.
+import t from 'tap';
+import { Writable } from 'node:stream';
+import pino from 'pino';
+import { makeCerts } from '../../e2e/harness/tls.js';
+import { startRedis } from '../../e2e/harness/redis.js';
+import type { CounterOp } from '../limiter/index.js';
+import { loadSettings, SettingsError } from '../settings/index.js';
+import { descriptor, startTestApp } from '../test-support.js';
+import { parseRedisTarget, RedisCounterStore, RedisDeployment } from './index.js';
+
+const CONFIG = `
+domain: d
+descriptors:
+  - key: s
+    rate_limit: { unit: second, requests_per_unit: 100 }
+  - key: m
+    rate_limit: { unit: minute, requests_per_unit: 100 }
+`;
+
+const redisEnv = (env: Record<string, string>) => loadSettings({ REDIS_SOCKET_TYPE: 'tcp', ...env }).redis;
+
+t.test('REDIS_URL forms: single, unix, sentinel (master name first), cluster; bad forms named', async (t) => {
+  t.same(parseRedisTarget(redisEnv({ REDIS_URL: 'h:1' }), 'REDIS_URL'), {
+    type: 'single',
+    host: 'h',
+    port: 1,
+  });
+  t.same(parseRedisTarget(redisEnv({ REDIS_SOCKET_TYPE: 'unix', REDIS_URL: '/s.sock' }), 'REDIS_URL'), {
+    type: 'single',
+    path: '/s.sock',
+  });
+  t.same(
+    parseRedisTarget(redisEnv({ REDIS_TYPE: 'sentinel', REDIS_URL: 'mymaster, a:1,b:2' }), 'REDIS_URL'),
+    {
+      type: 'sentinel',
+      masterName: 'mymaster',
+      sentinels: [
+        { host: 'a', port: 1 },
+        { host: 'b', port: 2 },
+      ],
+    },
+  );
+  t.same(parseRedisTarget(redisEnv({ REDIS_TYPE: 'cluster', REDIS_URL: 'a:1,b:2,[::1]:3' }), 'REDIS_URL'), {
+    type: 'cluster',
+    nodes: [
+      { host: 'a', port: 1 },
+      { host: 'b', port: 2 },
+      { host: '::1', port: 3 },
+    ],
+  });
+  t.throws(() => parseRedisTarget(redisEnv({ REDIS_TYPE: 'sentinel', REDIS_URL: 'mymaster' }), 'REDIS_URL'), {
+    constructor: SettingsError,
+    message: /REDIS_URL.*master name/,
+  });
+  t.throws(
+    () => parseRedisTarget(redisEnv({ REDIS_URL: 'nohost' }), 'REDIS_PERSECOND_URL'),
+    /REDIS_PERSECOND_URL/,
+  );
+});
+
+const op = (key: string, hits = 1): CounterOp => ({ key, hits, expireSeconds: 60, perSecond: false });
+
+t.test('implicit pipelining: concurrent requests share pipelines; the limit bounds their size', async (t) => {
+  const redis = await startRedis();
+  t.teardown(() => redis.stop());
+  const base = { REDIS_URL: redis.url };
+  const count = async (env: Record<string, string>) => {
+    const noTls = { caCert: '', clientCert: '', clientKey: '', skipHostnameVerification: false };
+    const d = new RedisDeployment('REDIS', redisEnv({ ...base, ...env }), noTls);
+    await d.connect(5000);
+    let pipelines = 0;
+    const client = d.client as unknown as { pipeline: () => unknown };
+    const orig = client.pipeline.bind(client);
+    client.pipeline = () => (pipelines++, orig());
+    const counts = await Promise.all(
+      Array.from({ length: 20 }, () => d.increment([op(`pl${JSON.stringify(env)}`)])),
+    );
+    await d.close();
+    return { pipelines, counts: counts.map((c) => c[0]).sort((a, b) => a - b) };
+  };
+  const off = await count({});
+  t.equal(off.pipelines, 20, 'window 0: one pipeline per request (the reference default)');
+  const on = await count({ REDIS_PIPELINE_WINDOW: '5ms' });
+  t.equal(on.pipelines, 1, 'window 5ms: one pipeline for 20 concurrent requests');
+  const limited = await count({ REDIS_PIPELINE_WINDOW: '5ms', REDIS_PIPELINE_LIMIT: '8' });
+  t.equal(limited.pipelines, 5, 'limit 8 commands: 40 commands in 5 pipelines');
+  const sub = await count({ REDIS_PIPELINE_WINDOW: '150us' });
+  t.ok(sub.pipelines <= 2, `sub-millisecond window batches too (${sub.pipelines} pipelines)`);
+  for (const r of [off, on, limited, sub])
+    t.same(
+      r.counts,
+      Array.from({ length: 20 }, (_, i) => i + 1),
+    );
+  t.equal(
+    await redis.client().ttl(`pl${JSON.stringify({ REDIS_PIPELINE_WINDOW: '5ms' })}`),
+    60,
+    'EXPIRE sent',
+  );
+});
+
+t.test(
+  'REDIS_HEALTH_CHECK_ACTIVE_CONNECTION: unhealthy while redis is down, healthy when back',
+  async (t) => {
+    const redis = await startRedis();
+    t.teardown(() => redis.stop());
+    const svc = await startTestApp({
+      files: { 'd.yaml': CONFIG },
+      env: {
+        BACKEND_TYPE: 'redis',
+        REDIS_SOCKET_TYPE: 'tcp',
+        REDIS_URL: redis.url,
+        REDIS_HEALTH_CHECK_ACTIVE_CONNECTION: 'true',
+      },
+    });
+    t.teardown(() => svc.close());
+    const health = async () => (await fetch(`${svc.httpUrl}/healthcheck`)).status;
+    t.equal(await health(), 200);
+    await redis.kill();
+    const downAt = Date.now();
+    while ((await health()) !== 500 && Date.now() - downAt < 5000)
+      await new Promise((r) => setTimeout(r, 50));
+    t.equal(await health(), 500, `unhealthy ${Date.now() - downAt} ms after the kill`);
+    await t.rejects(svc.call({ domain: 'd', descriptors: [descriptor(['m', 'x'])] }), { code: 14 });
+    t.ok(
+      svc.app.stats.snapshot()['ratelimit.service.call.should_rate_limit.redis_error'] >= 1,
+      'redis_error',
+    );
+    await redis.restart();
+    const upAt = Date.now();
+    while ((await health()) !== 200 && Date.now() - upAt < 10_000)
+      await new Promise((r) => setTimeout(r, 50));
+    t.equal(await health(), 200, `healthy ${Date.now() - upAt} ms after the restart`);
+    const r = await svc.call({ domain: 'd', descriptors: [descriptor(['m', 'x'])] });
+    t.equal(r.statuses[0].limitRemaining, 99, 'counting again (the restarted redis is empty)');
+  },
+);
+
+t.test('startup waits for redis, says so in the log, and opens no port before it answers', async (t) => {
+  const redis = await startRedis();
+  t.teardown(() => redis.stop());
+  await redis.kill();
+  const lines: string[] = [];
+  const logger = pino(
+    { level: 'warn' },
+    new Writable({
+      write(chunk, _enc, cb) {
+        lines.push(String(chunk));
+        cb();
+      },
+    }),
+  );
+  const starting = startTestApp({
+    files: { 'd.yaml': CONFIG },
+    env: { BACKEND_TYPE: 'redis', REDIS_SOCKET_TYPE: 'tcp', REDIS_URL: redis.url },
+    appOptions: { logger },
+  });
+  let started = false;
+  void starting.then(() => (started = true));
+  const until = Date.now() + 5000;
+  while (!lines.some((l) => l.includes('waiting for redis')) && Date.now() < until) {
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  t.ok(
+    lines.some((l) => l.includes(`waiting for redis at REDIS_URL=${redis.url}`)),
+    'logs what it waits for',
+  );
+  await new Promise((r) => setTimeout(r, 300));
+  t.equal(started, false, 'not started while redis is down');
+  await redis.restart();
+  const svc = await starting;
+  t.teardown(() => svc.close());
+  const r = await svc.call({ domain: 'd', descriptors: [descriptor(['m', 'y'])] });
+  t.equal(r.statuses[0].limitRemaining, 99);
+});
+
+t.test('TLS: the server name is checked unless REDIS_TLS_SKIP_HOSTNAME_VERIFICATION', async (t) => {
+  // The certificate names 127.0.0.1 only; the service dials the same server as 'localhost'.
+  const certs = await makeCerts(undefined, { serverNames: ['127.0.0.1'] });
+  t.teardown(() => certs.remove());
+  const redis = await startRedis({ tls: { certs, authClients: 'no' } });
+  t.teardown(() => redis.stop());
+  const env = {
+    REDIS_URL: `localhost:${redis.port}`,
+    REDIS_TLS: 'true',
+    REDIS_TLS_CACERT: certs.caPath,
+    REDIS_TIMEOUT: '1s',
+  };
+  const tlsFiles = (skip: boolean) => ({
+    caCert: certs.caPath,
+    clientCert: '',
+    clientKey: '',
+    skipHostnameVerification: skip,
+  });
+  const strict = new RedisCounterStore({ settings: redisEnv(env), tlsFiles: tlsFiles(false) });
+  await t.rejects(strict.start(1500), /could not connect to redis.*(altnames|hostname|IP)/i);
+  await strict.close();
+  const skip = new RedisCounterStore({ settings: redisEnv(env), tlsFiles: tlsFiles(true) });
+  await skip.start(5000);
+  t.same(await skip.increment([op('tls-skip')]), [1]);
+  await skip.close();
+});
+
+t.test(
+  'REDIS_PERSECOND_AUTH and REDIS_AUTH are separate: ACL user on one, password on the other',
+  async (t) => {
+    const [main, perSecond] = await Promise.all([
+      startRedis({ users: [{ name: 'rl', password: 'main-pass' }] }),
+      startRedis({ password: 'ps-pass' }),
+    ]);
+    t.teardown(() => Promise.all([main.stop(), perSecond.stop()]));
+    const svc = await startTestApp({
+      files: { 'd.yaml': CONFIG },
+      env: {
+        BACKEND_TYPE: 'redis',
+        REDIS_SOCKET_TYPE: 'tcp',
+        REDIS_URL: main.url,
+        REDIS_AUTH: 'rl:main-pass',
+        REDIS_PERSECOND: 'true',
+        REDIS_PERSECOND_SOCKET_TYPE: 'tcp',
+        REDIS_PERSECOND_URL: perSecond.url,
+        REDIS_PERSECOND_AUTH: 'ps-pass',
+        REDIS_PERSECOND_PIPELINE_WINDOW: '1ms',
+      },
+    });
+    t.teardown(() => svc.close());
+    const r = await svc.call({ domain: 'd', descriptors: [descriptor(['s', 'a']), descriptor(['m', 'a'])] });
+    t.same(
+      r.statuses.map((s) => s.limitRemaining),
+      [99, 99],
+    );
+    t.same(
+      await perSecond
+        .client()
+        .keys('d_s_a_*')
+        .then((k) => k.length),
+      1,
+      'second key on the per-second one',
+    );
+    t.same(
+      await main
+        .client()
+        .keys('d_m_a_*')
+        .then((k) => k.length),
+      1,
+      'minute key on the main one',
+    );
+    t.same(await main.client().keys('d_s_*'), [], 'no second key on the main one');
+    // The per-second instance down fails only requests that need it.
+    await perSecond.kill();
+    const minuteOnly = await svc.call({ domain: 'd', descriptors: [descriptor(['m', 'b'])] });
+    t.equal(minuteOnly.overallCode, 'OK', 'minute limits keep working');
+    await t.rejects(svc.call({ domain: 'd', descriptors: [descriptor(['s', 'b'])] }), { code: 14 });
+  },
+);
