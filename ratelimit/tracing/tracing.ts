@@ -6,8 +6,15 @@
 //     └ ShouldRateLimit Execution                                    (domain, request string)
 //         └ Redis Pipeline Execution | Memory Store Execution | ...  (one per counter store call)
 // When TRACING_ENABLED is false none of this is constructed and the gRPC handler takes its plain
-// path: no span objects, no context work.
-import { AsyncLocalStorage } from 'node:async_hooks';
+// path: no span objects, no context work. A call that is not sampled gets one non-recording span
+// and nothing else.
+//
+// The cache span finds its parent without AsyncLocalStorage: on Node 20, AsyncLocalStorage turns on
+// promise hooks that slow every promise in the process (measured with stats/bench.ts). The limiter
+// calls the store synchronously within the first turn of a decision, so the execution context is
+// set around that synchronous part and read by the store wrapper. A store call made after an await
+// (the second round trip of STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT) gets no span rather than a
+// wrong parent.
 import { randomUUID } from 'node:crypto';
 import {
   ROOT_CONTEXT,
@@ -68,15 +75,14 @@ export class RateLimitTracing {
   readonly serviceInstanceId: string;
   private readonly provider: TracerProvider;
   private readonly propagator: TextMapPropagator;
-  /**
-   * The active context for the limiter's store calls. Our own rather than the global context
-   * manager, so two apps in one process (tests) never share tracing state.
-   */
-  private readonly active = new AsyncLocalStorage<Context>();
+  /** The execution span's context while a decision runs its synchronous part (see above). */
+  private current: Context | undefined;
+  private readonly neverSampleRoots: boolean;
 
   constructor(opts: RateLimitTracingOptions) {
     const s = opts.settings;
     this.serviceInstanceId = s.serviceInstanceId || randomUUID();
+    this.neverSampleRoots = s.samplingRate <= 0;
     const attributes: Record<string, string> = {
       'service.name': s.serviceName,
       'service.instance.id': this.serviceInstanceId,
@@ -111,6 +117,9 @@ export class RateLimitTracing {
     request: { domain?: string },
     fn: () => Promise<T>,
   ): Promise<T> {
+    if (this.neverSampleRoots && (metadata === undefined || metadata.get('traceparent').length === 0)) {
+      return fn(); // TRACING_SAMPLING_RATE=0 and no caller trace: nothing will be recorded.
+    }
     const parent = this.extract(metadata);
     const server = this.tracer.startSpan(
       SERVER_SPAN_NAME,
@@ -124,16 +133,31 @@ export class RateLimitTracing {
       },
       parent,
     );
+    if (!server.isRecording()) {
+      // Not sampled, so no child would be either.
+      try {
+        return await fn();
+      } finally {
+        server.end();
+      }
+    }
     const serverCtx = trace.setSpan(parent, server);
     const exec = this.tracer.startSpan(
       EXECUTION_SPAN_NAME,
-      { attributes: { domain: request.domain ?? '' } },
+      { attributes: { domain: request.domain ?? '', 'request string': JSON.stringify(request) } },
       serverCtx,
     );
-    if (exec.isRecording()) exec.setAttribute('request string', JSON.stringify(request));
     const execCtx = trace.setSpan(serverCtx, exec);
     try {
-      const result = await this.active.run(execCtx, fn);
+      let pending: Promise<T>;
+      const outer = this.current;
+      this.current = execCtx;
+      try {
+        pending = fn();
+      } finally {
+        this.current = outer;
+      }
+      const result = await pending;
       server.setAttribute('rpc.grpc.status_code', 0);
       return result;
     } catch (err) {
@@ -156,7 +180,7 @@ export class RateLimitTracing {
     attributes: Record<string, number | string>,
     fn: () => Promise<T>,
   ): Promise<T> {
-    const parent = this.active.getStore();
+    const parent = this.current;
     if (!parent) return fn();
     const span: Span = this.tracer.startSpan(name, { attributes }, parent);
     try {
