@@ -293,8 +293,19 @@ export async function renderCrd(): Promise<string> {
 }
 
 export const CRD_PATH = join(dirname(fileURLToPath(import.meta.url)), 'ratelimitconfigs.yaml');
+/** The Helm chart installs the same CRD from its crds/ folder (a byte-for-byte copy). */
+export const CHART_CRD_PATH = join(
+  dirname(fileURLToPath(import.meta.url)),
+  '..',
+  'charts',
+  'ratelimit',
+  'crds',
+  'ratelimitconfigs.yaml',
+);
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
-  writeFileSync(CRD_PATH, await renderCrd());
+  const crd = await renderCrd();
+  writeFileSync(CRD_PATH, crd);
+  writeFileSync(CHART_CRD_PATH, crd);
   console.log(`wrote ${CRD_PATH}`);
 }
