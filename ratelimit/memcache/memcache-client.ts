@@ -216,7 +216,11 @@ export class MemcacheNode {
   constructor(private readonly opts: NodeOptions) {
     this.address = opts.address;
     const i = opts.address.lastIndexOf(':');
-    this.host = opts.address.slice(0, i).replace(/^\[(.*)\]$/, '$1');
+    // A trailing dot (Go's fully-qualified SRV target) is dropped for the lookup.
+    this.host = opts.address
+      .slice(0, i)
+      .replace(/^\[(.*)\]$/, '$1')
+      .replace(/\.$/, '');
     this.port = Number(opts.address.slice(i + 1));
     if (!this.host || !Number.isInteger(this.port) || this.port <= 0 || this.port > 65535) {
       throw new MemcacheError(`invalid memcache address '${opts.address}' (expected host:port)`);
