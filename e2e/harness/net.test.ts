@@ -3,7 +3,15 @@ import { existsSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import t from 'tap';
-import { ServerProcess, canBind, freePorts, makeTempDir, removeTempDir, waitForPort } from './net.js';
+import {
+  ServerProcess,
+  canBind,
+  freePorts,
+  makeTempDir,
+  removeTempDir,
+  waitForPort,
+  waitUntil,
+} from './net.js';
 
 t.test('freePorts hands out distinct bindable ports, never the well-known defaults', async (t) => {
   const ports = await freePorts(20);
@@ -38,6 +46,8 @@ t.test('ServerProcess stop is idempotent and escalates to SIGKILL after the dead
     },
   );
   t.ok(p.running);
+  // the trap must be installed before SIGTERM is sent, or the shell dies of it (seen under load)
+  await waitUntil(() => /started/.test(p.logTail()), { deadlineMs: 10_000, what: 'the trap to be set' });
   const t0 = Date.now();
   await p.stop(300);
   t.notOk(p.running);
