@@ -153,5 +153,13 @@ t.test(
     t.notMatch(metrics, /ratelimit_operator_errors_total\{[^}]*\} [1-9]/, 'no request was refused');
     const events = await k('get', 'events', '-n', 'rbac-test', '-o', 'name');
     t.match(events.stdout, /event\/rbac\./, 'Events created');
+    // Pod reports: written (create/update), read (list/watch), deleted on shutdown (delete).
+    await waitFor('pod report written and watched', async () =>
+      operator.podReporter!.writes >= 1 && operator.podReports!.reflector.synced ? true : undefined,
+    );
+    const leases = () => k('get', 'leases', '-n', 'ratelimit-system', '-o', 'name');
+    t.match((await leases()).stdout, /lease.coordination.k8s.io\/ratelimit-operator-pods-/);
+    await operator.close();
+    t.notMatch((await leases()).stdout, /ratelimit-operator-pods-/, 'its report is deleted on shutdown');
   },
 );

@@ -1,10 +1,16 @@
 // Two ratelimit-operator processes (the real bin entry, flags, health and metrics endpoints) against a
 // real API server: both serve the same xDS versions, one Lease leader writes status, and SIGKILLing
-// the leader hands over within the lease time.
+// the leader hands over within the lease time. Status counts the pods of every replica (pod reports):
+// two real ratelimit pods, one on each replica, are 2/2; a NACK from the follower's pod shows; a
+// killed follower's pods drop out after the report TTL.
 import { join } from 'node:path';
 import { CoordinationV1Api } from '@kubernetes/client-node';
 import t from 'tap';
 import { openRawAdsStream } from '../control-plane/testing.js';
+import type { RateLimitConfig } from '../ratelimit/config/index.js';
+import { startTestApp, type TestApp } from '../ratelimit/test-support.js';
+import { createXdsSource } from '../ratelimit/xds-source.js';
+import { REPORT_ANNOTATION, REPORT_LABEL } from '../operator/pod-report.js';
 import { USAGE_FLAGS } from '../operator/usage.js';
 import {
   applyRlc,
@@ -20,6 +26,7 @@ import { freePorts, ServerProcess } from './harness/net.js';
 import { startKube, type KubeHarness } from './harness/kube.js';
 
 const LEASE_MS = 3000;
+const REPORT_TTL_MS = 3000;
 const MAIN = join(REPO_ROOT, 'operator', 'main.ts');
 
 interface Replica {
@@ -51,6 +58,7 @@ async function startReplica(identity: string): Promise<Replica> {
       '--retry-period=500',
       `--identity=${identity}`,
       '--resync=2000',
+      `--pod-report-ttl=${REPORT_TTL_MS}`,
     ],
     { logPath: join(kube.dir || '/tmp', `${identity}.log`), cwd: REPO_ROOT, env: process.env },
   );
@@ -81,9 +89,43 @@ t.before(async () => {
   await installCrd(kube.kubeConfig);
 });
 t.teardown(async () => {
-  for (const r of replicas) await r.proc.stop(3000);
+  await stopReplicas();
   await kube?.stop();
 });
+
+async function stopReplicas(): Promise<void> {
+  for (const r of replicas.splice(0)) await r.proc.stop(3000);
+}
+
+/**
+ * A real ratelimit service taking config over xDS from one replica. `refuse`: the pod rejects any
+ * config with that domain (its config swap throws, so its xDS client NACKs with the message).
+ */
+async function startPod(node: string, xdsPort: number, refuse?: string): Promise<TestApp> {
+  return startTestApp({
+    env: {
+      CONFIG_TYPE: 'GRPC_XDS_SOTW',
+      CONFIG_GRPC_XDS_SERVER_URL: `127.0.0.1:${xdsPort}`,
+      CONFIG_GRPC_XDS_NODE_ID: node,
+      CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL: '200ms',
+      XDS_CLIENT_BACKOFF_INITIAL_INTERVAL: '100ms',
+      XDS_CLIENT_BACKOFF_MAX_INTERVAL: '500ms',
+      FORCE_START_WITHOUT_INITIAL_CONFIG: 'true',
+    },
+    appOptions: {
+      xdsSourceFactory: (app) => {
+        if (refuse) {
+          const set = app.setConfig.bind(app);
+          app.setConfig = (config: RateLimitConfig) => {
+            if (config.hasDomain(refuse)) throw new Error(`${node} refuses domain ${refuse}`);
+            set(config);
+          };
+        }
+        return createXdsSource(app);
+      },
+    },
+  });
+}
 
 t.test('--help lists every flag', async (t) => {
   const r = await runCommand(process.execPath, ['--import=tsx', MAIN, '--help'], { cwd: REPO_ROOT });
@@ -155,5 +197,111 @@ t.test(
       return p?.status === 'True' && p.observedGeneration === 2;
     });
     t.ok((await metric(b, 'ratelimit_operator_status_writes_total')) >= 1, 'the new leader writes status');
+  },
+);
+
+t.test(
+  'status counts the pods of every replica: one pod on each is 2/2, a NACK on the follower shows',
+  async (t) => {
+    // replica-b leads since the previous test; replica-c joins as a follower.
+    const leader = replicas.find((r) => r.identity === 'replica-b')!;
+    t.equal(await leaseHolder(), 'replica-b');
+    const follower = await startReplica('replica-c');
+    await applyRlc(
+      kube.kubeConfig,
+      rlcFromYaml(
+        'shared',
+        `domain: shared\ndescriptors:\n  - key: k\n    rate_limit: { unit: second, requests_per_unit: 5 }`,
+      ),
+    );
+    const podA = await startPod('pod-a', leader.xds);
+    const podB = await startPod('pod-b', follower.xds, 'refused');
+    t.teardown(async () => {
+      await podA.close();
+      await podB.close();
+    });
+
+    const shared = await waitFor('shared: 2/2 Programmed', async () => {
+      const o = await getRlc(kube.kubeConfig, 'shared');
+      return condition(o, 'Programmed')?.status === 'True' && o.status?.podsAcked === '2/2' ? o : undefined;
+    });
+    t.same(shared.status?.pods, { connected: 2, acked: 2, nacked: 0 });
+    t.equal(
+      condition(shared, 'Programmed')?.message,
+      `all 2 connected pods ACKed version ${shared.status?.version}`,
+    );
+    t.equal(await metric(leader, 'ratelimit_operator_leader'), 1);
+    t.equal(
+      await metric(follower, 'ratelimit_operator_status_writes_total'),
+      0,
+      'the follower never writes status',
+    );
+
+    // The follower's report: a Lease of its own, labelled, holding its pod as compact JSON.
+    const api = kube.kubeConfig.makeApiClient(CoordinationV1Api);
+    const reports = await api.listNamespacedLease({
+      namespace: 'default',
+      labelSelector: `${REPORT_LABEL}=ratelimit-operator`,
+    });
+    // (replica-a was SIGKILLed in the previous test: its report lingers until the leader deletes it.)
+    const names = reports.items
+      .map((l) => l.metadata?.name)
+      .filter((n) => n !== 'ratelimit-operator-pods-replica-a')
+      .sort();
+    t.same(names, ['ratelimit-operator-pods-replica-b', 'ratelimit-operator-pods-replica-c']);
+    const reportB = reports.items.find((l) => l.spec?.holderIdentity === 'replica-c')!;
+    const podsB = JSON.parse(reportB.metadata!.annotations![REPORT_ANNOTATION]);
+    t.equal(podsB.length, 1);
+    t.equal(podsB[0].n, 'pod-b');
+    t.equal(podsB[0].a, shared.status?.version, 'the follower reports its pod ACKed the served version');
+
+    // pod-b (on the follower) refuses a new domain: the leader shows its NACK.
+    await applyRlc(
+      kube.kubeConfig,
+      rlcFromYaml(
+        'refused',
+        `domain: refused\ndescriptors:\n  - key: k\n    rate_limit: { unit: second, requests_per_unit: 1 }`,
+      ),
+    );
+    const refused = await waitFor('refused: Programmed=False Nacked', async () => {
+      const o = await getRlc(kube.kubeConfig, 'refused');
+      return condition(o, 'Programmed')?.reason === 'Nacked' ? o : undefined;
+    });
+    t.match(
+      condition(refused, 'Programmed')?.message,
+      /^pod pod-b \(127\.0\.0\.1:\d+ via replica-c\) rejected version [0-9a-f]+: .*pod-b refuses domain refused/,
+    );
+    t.same(refused.status?.pods, { connected: 2, acked: 1, nacked: 1 });
+    t.equal(refused.status?.podsAcked, '1/2');
+    t.ok(podA.app.service.getConfig()?.hasDomain('refused'), 'pod-a serves the new domain');
+    t.notOk(podB.app.service.getConfig()?.hasDomain('refused'), 'pod-b kept its last good config');
+    const stillShared = await getRlc(kube.kubeConfig, 'shared');
+    t.equal(stillShared.status?.podsAcked, '2/2', 'pod-b still runs a version with shared in it');
+
+    // The follower dies without a word: its report stops being renewed and its pod drops out.
+    const killedAt = Date.now();
+    await follower.proc.kill();
+    await waitFor(
+      'refused: 1/1 Programmed once the dead follower report expired',
+      async () => {
+        const o = await getRlc(kube.kubeConfig, 'refused');
+        return condition(o, 'Programmed')?.status === 'True' && o.status?.podsAcked === '1/1';
+      },
+      REPORT_TTL_MS * 4,
+    );
+    const gone = Date.now() - killedAt;
+    t.ok(gone <= REPORT_TTL_MS + 3000, `dropped out ${gone} ms after the kill (TTL ${REPORT_TTL_MS} ms)`);
+    // The leader deletes reports stale for three TTLs (replica-a's, killed in the previous test).
+    await waitFor(
+      'replica-a report deleted by the leader',
+      async () => {
+        const l = await api.listNamespacedLease({
+          namespace: 'default',
+          labelSelector: `${REPORT_LABEL}=ratelimit-operator`,
+        });
+        return !l.items.some((x) => x.metadata?.name === 'ratelimit-operator-pods-replica-a');
+      },
+      REPORT_TTL_MS * 4,
+    );
   },
 );

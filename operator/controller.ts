@@ -33,6 +33,7 @@ import {
   type RateLimitConfigObject,
   type RateLimitConfigStatus,
 } from './resource.js';
+import { reportStream, toPodState } from './pod-report.js';
 import { desiredStatus, sameStatus, VersionIndex, type PodState } from './status.js';
 import { WorkQueue } from './workqueue.js';
 
@@ -45,12 +46,21 @@ export interface LeaderView {
   on(event: 'started' | 'stopped', listener: () => void): unknown;
 }
 
+/** Pods connected to the other replicas (operator/pod-report.ts). */
+export interface PeerPods {
+  pods(): PodState[];
+  on(event: 'change', listener: () => void): unknown;
+  off(event: 'change', listener: () => void): unknown;
+}
+
 export interface ControllerOptions {
   readonly kubeConfig: KubeConfig;
   readonly cache: SnapshotCache;
   readonly ads: AdsServer;
   /** Absent: this replica always writes status. */
   readonly leader?: LeaderView;
+  /** Absent: status counts this replica's pods only (a single replica). */
+  readonly peers?: PeerPods;
   /** Watch one namespace only (default: all). */
   readonly namespace?: string;
   readonly registry?: Registry;
@@ -156,6 +166,7 @@ export class RateLimitOperatorController {
     r.on('relist', ({ reason }) => this.log.info({ reason }, 'RateLimitConfig watch expired; relisting'));
     const ads = this.opts.ads;
     for (const ev of ['ack', 'nack', 'connect', 'disconnect'] as const) ads.on(ev, this.onStreamChange);
+    this.opts.peers?.on('change', this.onStreamChange);
     this.opts.leader?.on('started', () => {
       this.written.clear(); // another replica may have written since
       this.queueAllStatus();
@@ -172,6 +183,7 @@ export class RateLimitOperatorController {
     for (const ev of ['ack', 'nack', 'connect', 'disconnect'] as const) {
       this.opts.ads.off(ev, this.onStreamChange);
     }
+    this.opts.peers?.off('change', this.onStreamChange);
     await this.reflector.close();
     this.queue.shutDown();
     await this.worker;
@@ -220,18 +232,11 @@ export class RateLimitOperatorController {
     this.queueAllStatus();
   }
 
-  /** Pod states of the streams connected to this replica. */
+  /** Pod states of the streams connected to this replica, then those the other replicas report. */
   podStates(): PodState[] {
-    return this.opts.ads.streams().map((s) => {
-      const ts = s.types.get(RATELIMIT_CONFIG_TYPE_URL);
-      const nack = ts?.lastNack;
-      const nackIsLatest = nack && (!ts?.ackedAt || nack.at >= ts.ackedAt);
-      return {
-        pod: `${s.nodeId} (${s.peer})`,
-        ackedVersion: ts?.versionAcked,
-        lastNack: nackIsLatest ? { version: nack.version, message: nack.message } : undefined,
-      };
-    });
+    const self = this.opts.identity ?? this.opts.leader?.identity ?? 'ratelimit-operator';
+    const local = this.opts.ads.streams().map((s) => toPodState(reportStream(s), self));
+    return [...local, ...(this.opts.peers?.pods() ?? [])];
   }
 
   private async syncStatus(key: string): Promise<void> {

@@ -47,6 +47,7 @@ export async function main(argv: string[]): Promise<number> {
       'retry-period': { type: 'string' },
       identity: { type: 'string' },
       resync: { type: 'string' },
+      'pod-report-ttl': { type: 'string' },
       'log-level': { type: 'string', default: 'info' },
       help: { type: 'boolean', short: 'h', default: false },
     },
@@ -75,6 +76,7 @@ export async function main(argv: string[]): Promise<number> {
       : undefined,
     identity: values.identity ?? defaultIdentity(),
     resyncMs: ms(values.resync, 'resync'),
+    podReportTtlMs: ms(values['pod-report-ttl'], 'pod-report-ttl'),
     logger: log,
   });
   await operator.start();

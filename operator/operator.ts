@@ -9,6 +9,7 @@ import { Registry } from 'prom-client';
 import { AdsServer, InMemorySnapshotCache, silentLogger, type Logger } from '../control-plane/index.js';
 import { RateLimitOperatorController } from './controller.js';
 import { LeaderElector } from './leader.js';
+import { PodReporter, PodReports, reportStream } from './pod-report.js';
 
 export interface OperatorOptions {
   readonly kubeConfig: KubeConfig;
@@ -26,6 +27,11 @@ export interface OperatorOptions {
     readonly retryPeriodMs?: number;
   };
   readonly identity?: string;
+  /**
+   * With leader election: a replica's report of its pods counts this long after its last renewal
+   * (default 30 s; renewed every third of it and on every stream change).
+   */
+  readonly podReportTtlMs?: number;
   readonly resyncMs?: number;
   readonly logger?: Logger;
 }
@@ -67,10 +73,14 @@ export class RateLimitOperator {
   readonly registry = new Registry();
   readonly controller: RateLimitOperatorController;
   readonly leader: LeaderElector | undefined;
+  readonly podReporter: PodReporter | undefined;
+  readonly podReports: PodReports | undefined;
   readonly identity: string;
+  private readonly onStreamChange = () => this.podReporter?.changed();
   private readonly log: Logger;
   private metricsServer: HttpServer | undefined;
   private healthServer: HttpServer | undefined;
+  private closing: Promise<void> | undefined;
   metricsPort = 0;
   healthPort = 0;
 
@@ -91,12 +101,32 @@ export class RateLimitOperator {
       );
       this.leader.on('stopped', () => this.log.info({ identity: this.identity }, 'stopped leading'));
       this.leader.on('error', (err) => this.log.warn({ err: err.message }, 'leader election request failed'));
+      const common = {
+        kubeConfig: opts.kubeConfig,
+        namespace: le.namespace,
+        electionName: le.name,
+        identity: this.identity,
+        logger: this.log,
+      };
+      const ttlMs = opts.podReportTtlMs ?? 30_000;
+      this.podReporter = new PodReporter({
+        ...common,
+        ttlMs,
+        pods: () => this.ads.streams().map(reportStream),
+      });
+      const leader = this.leader;
+      this.podReports = new PodReports({
+        ...common,
+        checkIntervalMs: Math.min(1000, Math.max(100, Math.floor(ttlMs / 4))),
+        collectGarbage: () => leader.isLeader,
+      });
     }
     this.controller = new RateLimitOperatorController({
       kubeConfig: opts.kubeConfig,
       cache: this.cache,
       ads: this.ads,
       leader: this.leader,
+      peers: this.podReports,
       namespace: opts.namespace,
       registry: this.registry,
       logger: this.log,
@@ -140,6 +170,9 @@ export class RateLimitOperator {
       this.metricsPort = await listen(this.metricsServer, this.opts.metricsListen);
     }
     this.controller.start();
+    for (const ev of ['ack', 'nack', 'connect', 'disconnect'] as const) this.ads.on(ev, this.onStreamChange);
+    this.podReports?.start();
+    this.podReporter?.start();
     this.leader?.start();
     this.log.info(
       {
@@ -152,8 +185,17 @@ export class RateLimitOperator {
     );
   }
 
-  async close(): Promise<void> {
+  /** Stops everything (idempotent). */
+  close(): Promise<void> {
+    this.closing ??= this.shutDown();
+    return this.closing;
+  }
+
+  private async shutDown(): Promise<void> {
     await this.leader?.close();
+    for (const ev of ['ack', 'nack', 'connect', 'disconnect'] as const) this.ads.off(ev, this.onStreamChange);
+    await this.podReporter?.close();
+    await this.podReports?.close();
     await this.controller.close();
     await this.ads.close();
     for (const s of [this.metricsServer, this.healthServer]) {

@@ -25,6 +25,8 @@ export interface ReflectorOptions<T extends KubeObject> {
   readonly list: (continueToken: string | undefined) => Promise<ListPage<T>>;
   /** Watch path, e.g. /apis/ratelimit.envoyproxy.io/v1alpha1/ratelimitconfigs. */
   readonly watchPath: string;
+  /** Extra watch query parameters, e.g. labelSelector (the list must apply the same). */
+  readonly watchParams?: Readonly<Record<string, string>>;
   /** Backoff after errors (default 200 ms doubling to 30 s). */
   readonly backoffInitialMs?: number;
   readonly backoffMaxMs?: number;
@@ -202,6 +204,7 @@ export class Reflector<T extends KubeObject> extends EventEmitter<ReflectorEvent
         .watch(
           this.opts.watchPath,
           {
+            ...this.opts.watchParams,
             allowWatchBookmarks: true,
             resourceVersion: this.resourceVersion,
             timeoutSeconds,

@@ -9,8 +9,10 @@ import type { Condition, ConditionStatus, RateLimitConfigStatus } from './resour
 
 /** One connected ratelimit pod (one xDS stream), as any replica sees it. */
 export interface PodState {
-  /** Node id (and replica, when reported by another replica). */
+  /** `<node id> (<peer> via <replica>)`, as status messages name it. */
   readonly pod: string;
+  /** The operator replica the pod is connected to. */
+  readonly replica?: string;
   readonly ackedVersion: string | undefined;
   readonly lastNack: { readonly version: string; readonly message: string } | undefined;
 }

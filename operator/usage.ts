@@ -24,6 +24,9 @@ Options:
   --retry-period <ms>              acquire/renew interval (default 2000)
   --identity <id>                  this replica's identity (default: hostname-random)
   --resync <ms>                    re-check every status this often (default 60000)
+  --pod-report-ttl <ms>            with leader election: this replica's report of its pods (a Lease
+                                   <leader-election-id>-pods-<identity>) counts this long after its
+                                   last renewal; renewed every third of it (default 30000)
   --log-level <level>              trace, debug, info, warn, error (default info)
   -h, --help                       show this help
 `;
@@ -43,6 +46,7 @@ export const USAGE_FLAGS = [
   '--retry-period',
   '--identity',
   '--resync',
+  '--pod-report-ttl',
   '--log-level',
   '--help',
 ];
