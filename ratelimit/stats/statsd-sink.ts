@@ -60,7 +60,7 @@ abstract class HotShotsSink implements StatsSink {
     // A reservoir sample: tell the server the rate so its counts stay right.
     const rate = t.samples.length / t.count;
     const raw = this.client as unknown as RawSend;
-    for (const ms of t.samples) raw.send(`${name}:${ms}|ms|@${rate.toPrecision(6)}`, tags);
+    for (const ms of t.samples) raw.send(`${name}:${ms}|ms|@${Number(rate.toPrecision(6))}`, tags);
   }
 
   abstract flushCounter(name: string, delta: number): void;

@@ -76,7 +76,15 @@ t.test('StatsD: counters as deltas per flush, gostats names, EXTRA_TAGS as .__k=
   t.teardown(() => svc.close());
   await traffic(svc);
   const p = 'ratelimit.service.rate_limit.d';
-  await eventually(() => rx.counter(`${p}.k.total_hits`) === 3, 5000, 'k.total_hits');
+  const timings = () =>
+    rx.lines.filter((l) => l.startsWith('ratelimit_server.ShouldRateLimit.response_time:'));
+  await eventually(
+    () => rx.counter('ratelimit_server.ShouldRateLimit.total_requests') === 8 && timings().length === 8,
+    5000,
+    'the last call flushed',
+  );
+  await new Promise((r) => setTimeout(r, 250)); // two more flush intervals: everything sent
+  t.equal(rx.counter(`${p}.k.total_hits`), 3);
   t.equal(rx.counter(`${p}.k.within_limit`), 2);
   t.equal(rx.counter(`${p}.k.over_limit`), 1);
   t.equal(rx.counter(`${p}.k.near_limit`), 1, 'the 2nd hit of 2 is above 0.8 * 2');
@@ -224,4 +232,23 @@ t.test('USE_STATSD=false logs statistics at debug level; DISABLE_STATS sends not
     msg: 'flushing counter',
     json: { name: 'ratelimit.service.rate_limit.d.k.total_hits', type: 'counter', value: '1.000000' },
   });
+});
+
+t.test('timers past the reservoir: StatsD gets a uniform sample with |@rate', async (t) => {
+  const rx = await udpReceiver();
+  t.teardown(() => rx.close());
+  const { StatsdSink } = await import('./statsd-sink.js');
+  const { Timer, TIMER_RESERVOIR } = await import('./store.js');
+  const timer = new Timer('ratelimit_server.ShouldRateLimit.response_time');
+  for (let i = 0; i < TIMER_RESERVOIR * 2; i++) timer.record(i % 7);
+  const drained = timer.drain()!;
+  t.equal(drained.count, TIMER_RESERVOIR * 2);
+  t.equal(drained.samples.length, TIMER_RESERVOIR);
+  t.equal(timer.drain(), undefined, 'drained');
+  const sink = new StatsdSink({ host: '127.0.0.1', port: rx.port });
+  sink.flushTimer(timer.name, drained);
+  sink.flushed();
+  await eventually(() => rx.lines.length === TIMER_RESERVOIR, 5000, 'all sampled lines');
+  t.ok(rx.lines.every((l) => /^ratelimit_server\.ShouldRateLimit\.response_time:[0-6]\|ms\|@0\.5$/.test(l)));
+  await sink.close();
 });

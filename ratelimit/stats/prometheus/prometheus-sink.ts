@@ -149,8 +149,16 @@ export class PrometheusSink implements StatsSink {
     const r = this.resolve(name, 'observer');
     if (!r || r.metric.kind === 'counter') return;
     // StatsD timers are milliseconds; Prometheus wants seconds (statsd_exporter divides too).
-    const m = r.metric.m;
-    for (const ms of timer.samples) m.observe(r.labels, ms / 1000);
+    // A reservoir sample stands for more calls: spread the call count over the samples so
+    // _count stays exact and _sum and the buckets are the sample's estimate.
+    const child = r.metric.m.labels(r.labels);
+    const kept = timer.samples.length;
+    const base = Math.floor(timer.count / kept);
+    const extra = timer.count - base * kept;
+    for (let i = 0; i < kept; i++) {
+      const s = timer.samples[i] / 1000;
+      for (let k = i < extra ? base + 1 : base; k > 0; k--) child.observe(s);
+    }
   }
 
   flushed(): void {}

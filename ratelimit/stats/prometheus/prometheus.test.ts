@@ -236,3 +236,14 @@ t.test('PROMETHEUS_MAPPER_YAML replaces the mapping; EXTRA_TAGS become labels', 
     'unmapped: escaped',
   );
 });
+
+t.test('a sampled timer keeps the exact _count in the histogram', async (t) => {
+  const { PrometheusSink } = await import('./prometheus-sink.js');
+  const sink = new PrometheusSink({ addr: '127.0.0.1:0', path: '/metrics', defaultMetrics: false });
+  sink.flushTimer('ratelimit_server.ShouldRateLimit.response_time', { samples: [1, 2, 3], count: 10 });
+  const s = parseExposition(await sink.registry.metrics());
+  const l = { grpc_method: 'ShouldRateLimit' };
+  t.equal(value(s, 'ratelimit_service_response_time_seconds_count', l), 10);
+  t.equal(value(s, 'ratelimit_service_response_time_seconds_sum', l), 0.019, '4x1 ms + 3x2 ms + 3x3 ms');
+  await sink.close();
+});
