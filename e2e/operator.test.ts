@@ -210,6 +210,41 @@ t.test('a pod that NACKs shows in the status with its message', async (t) => {
   });
 });
 
+t.test(
+  'fields the xDS message cannot carry: Accepted=True naming them, and a FieldsNotServed Warning',
+  async (t) => {
+    await applyRlc(
+      kube.kubeConfig,
+      rlcFromYaml(
+        'lossy',
+        `domain: lossy
+descriptors:
+  - key: method
+    value_to_metric: true
+    rate_limit: { unit: second, requests_per_unit: 4 }`,
+      ),
+    );
+    const obj = await waitFor('lossy Accepted', async () => {
+      const o = await getRlc(kube.kubeConfig, 'lossy');
+      return condition(o, 'Accepted')?.status === 'True' ? o : undefined;
+    });
+    t.equal(
+      condition(obj, 'Accepted')?.message,
+      'domain "lossy" is served; not carried over xDS, so pods never see: spec.descriptors[0].value_to_metric',
+    );
+    await waitFor('the pod to serve lossy', async () => (await limitOf('lossy', 'method', 'GET')) === 4);
+    const { CoreV1Api } = await import('@kubernetes/client-node');
+    const core = kube.kubeConfig.makeApiClient(CoreV1Api);
+    const ev = await waitFor('FieldsNotServed Event', async () => {
+      const list = await core.listNamespacedEvent({ namespace: 'default' });
+      return list.items.find((e) => e.involvedObject.name === 'lossy' && e.reason === 'FieldsNotServed');
+    });
+    t.equal(ev.type, 'Warning');
+    t.match(ev.message, /pods never see them: spec\.descriptors\[0\]\.value_to_metric$/);
+    await deleteRlc(kube.kubeConfig, 'lossy');
+  },
+);
+
 t.test('Kubernetes Events record accept, reject and programmed', async (t) => {
   const { CoreV1Api } = await import('@kubernetes/client-node');
   const core = kube.kubeConfig.makeApiClient(CoreV1Api);

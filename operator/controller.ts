@@ -290,13 +290,14 @@ export class RateLimitOperatorController {
       },
       'status written',
     );
-    await this.emitEvents(obj, previous, status);
+    await this.emitEvents(obj, previous, status, verdict.lostFields ?? []);
   }
 
   private async emitEvents(
     obj: RateLimitConfigObject,
     previous: RateLimitConfigStatus | undefined,
     next: RateLimitConfigStatus,
+    lostFields: readonly string[],
   ): Promise<void> {
     const cond = (s: RateLimitConfigStatus | undefined, type: string) =>
       s?.conditions?.find((c) => c.type === type);
@@ -314,6 +315,14 @@ export class RateLimitOperatorController {
           ? { type: 'Normal', reason: 'Accepted', message: na.message }
           : { type: 'Warning', reason: na.reason, message: na.message },
       );
+      // Accepted, yet part of the spec will never reach a pod: say so where people look.
+      if (na.status === 'True' && lostFields.length > 0) {
+        events.push({
+          type: 'Warning',
+          reason: 'FieldsNotServed',
+          message: `accepted, but the xDS message cannot carry these fields, so pods never see them: ${lostFields.join(', ')}`,
+        });
+      }
     }
     const pp = cond(previous, 'Programmed');
     const np = cond(next, 'Programmed')!;

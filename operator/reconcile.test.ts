@@ -270,3 +270,87 @@ t.test('a rejected resource is Programmed=False NotAccepted', async (t) => {
   );
   t.equal(s.conditions![0].message, 'default/bad: domain: config file cannot have empty domain');
 });
+
+t.test(
+  'fields the xDS message cannot carry: Accepted=True, the message names them by spec path',
+  async (t) => {
+    const r = reconcile([
+      rlc('metrics', {
+        domain: 'metrics',
+        descriptors: [
+          { key: 'route', detailed_metric: true, rate_limit: { unit: 'second', requests_per_unit: 50 } },
+          {
+            key: 'method',
+            value_to_metric: true,
+            descriptors: [
+              {
+                key: 'path',
+                metadata: { team: 'search' },
+                rate_limit: { unit: 'minute', requests_per_unit: 600 },
+              },
+            ],
+          },
+          { ...limit('tenant', 'trial-*'), share_threshold: true },
+        ],
+      }),
+      rlc('plain', { domain: 'plain', descriptors: [limit('k')] }),
+    ]);
+    const v = r.verdicts.get('default/metrics')!;
+    t.equal(v.accepted, true);
+    t.equal(v.reason, 'Accepted');
+    t.same(v.lostFields, [
+      'spec.descriptors[1].value_to_metric',
+      'spec.descriptors[1].descriptors[0].metadata',
+      'spec.descriptors[2].share_threshold',
+    ]);
+    t.equal(
+      v.message,
+      'domain "metrics" is served; not carried over xDS, so pods never see: spec.descriptors[1].value_to_metric, spec.descriptors[1].descriptors[0].metadata, spec.descriptors[2].share_threshold',
+    );
+    t.same(domains(r).metrics, ['route=:50', 'method=:undefined', 'tenant=trial-*:10'], 'still served');
+    // detailed_metric, shadow_mode, quota_mode travel: nothing to say about them.
+    t.same(r.verdicts.get('default/plain')!.lostFields, []);
+    t.equal(r.verdicts.get('default/plain')!.message, 'domain "plain" is served');
+
+    const s = desiredStatus({
+      verdict: v,
+      version: 'v',
+      pods: [],
+      index: new VersionIndex(),
+      previous: undefined,
+      now: new Date(),
+    });
+    const accepted = s.conditions!.find((c) => c.type === 'Accepted')!;
+    t.equal(accepted.status, 'True', 'lost fields do not make the resource rejected');
+    t.match(accepted.message, /pods never see: spec\.descriptors\[1\]\.value_to_metric/);
+  },
+);
+
+t.test('lost fields in a merged domain are named per member, relative to its own spec', async (t) => {
+  const r = reconcile([
+    rlc(
+      'owner',
+      { domain: 'd', mergeDomain: true, descriptors: [limit('a')] },
+      { created: '2026-01-01T00:00:00Z' },
+    ),
+    rlc(
+      'member',
+      { domain: 'd', mergeDomain: true, descriptors: [{ ...limit('b'), metadata: { x: 1 } }] },
+      { created: '2026-01-02T00:00:00Z' },
+    ),
+  ]);
+  t.same(r.verdicts.get('default/owner')!.lostFields, [], 'mergeDomain is the operator’s own field');
+  t.same(r.verdicts.get('default/member')!.lostFields, ['spec.descriptors[0].metadata']);
+  t.match(
+    r.verdicts.get('default/member')!.message,
+    /merged from default\/owner, default\/member; not carried/,
+  );
+});
+
+t.test('a long list of lost fields is cut in the condition message', async (t) => {
+  const descriptors = Array.from({ length: 13 }, (_, i) => ({ ...limit(`k${i}`), metadata: { i } }));
+  const v = reconcile([rlc('many', { domain: 'many', descriptors })]).verdicts.get('default/many')!;
+  t.equal(v.lostFields?.length, 13);
+  t.match(v.message, /spec\.descriptors\[9\]\.metadata \(and 3 more\)$/);
+  t.notMatch(v.message, /descriptors\[10\]/);
+});

@@ -11,6 +11,7 @@
 // An invalid resource (the service's own validator) is Accepted=False reason Invalid and is not served
 // at all; every other domain keeps serving.
 import { resourceFromDocument, type Resource } from '../control-plane/index.js';
+import { fieldsLostOverXds } from '../proto/index.js';
 import { compileConfig, ConfigError, validateDocument } from '../ratelimit/config/index.js';
 import { objectKey, type RateLimitConfigObject } from './resource.js';
 
@@ -23,6 +24,11 @@ export interface Verdict {
   readonly accepted: boolean;
   readonly reason: AcceptedReason;
   readonly message: string;
+  /**
+   * Accepted, but these fields (paths under spec) never reach pods: the xDS message has no place for
+   * them (value_to_metric, share_threshold, metadata). Empty when nothing is lost.
+   */
+  readonly lostFields?: readonly string[];
 }
 
 export interface ReconcileResult {
@@ -36,6 +42,21 @@ export interface ReconcileResult {
 
 /** At most this many validator messages in a status message. */
 const MAX_ERRORS = 5;
+/** At most this many lost field paths in a status message (the Event lists them all, up to its size). */
+const MAX_LOST_FIELDS = 10;
+
+/** Spec paths of the fields a pod will never see (the xDS message cannot carry them). */
+export function lostFieldsOf(doc: Record<string, unknown>): string[] {
+  return fieldsLostOverXds(doc).map((p) => `spec.${p}`);
+}
+
+/** `; not served over xDS (pods never see them): <paths>` or '' when nothing is lost. */
+export function lostFieldsMessage(lost: readonly string[], max = MAX_LOST_FIELDS): string {
+  if (lost.length === 0) return '';
+  const shown = lost.slice(0, max).join(', ');
+  const more = lost.length > max ? ` (and ${lost.length - max} more)` : '';
+  return `; not carried over xDS, so pods never see: ${shown}${more}`;
+}
 
 function creationTime(o: RateLimitConfigObject): number {
   const c = o.metadata.creationTimestamp;
@@ -184,6 +205,7 @@ export function reconcile(objects: readonly RateLimitConfigObject[]): ReconcileR
     for (const m of merged) {
       const generation = m.obj.metadata.generation ?? 0;
       contents.set(m.key, generation);
+      const lostFields = lostFieldsOf(m.doc);
       verdicts.set(m.key, {
         key: m.key,
         generation,
@@ -191,9 +213,10 @@ export function reconcile(objects: readonly RateLimitConfigObject[]): ReconcileR
         accepted: true,
         reason: 'Accepted',
         message:
-          merged.length > 1
+          (merged.length > 1
             ? `domain "${domain}" is served, merged from ${merged.map((x) => x.key).join(', ')}`
-            : `domain "${domain}" is served`,
+            : `domain "${domain}" is served`) + lostFieldsMessage(lostFields),
+        lostFields,
       });
     }
   }
