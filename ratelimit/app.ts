@@ -2,7 +2,13 @@
 // No globals: tests build the real thing with other settings (ports 0, memory store, a temp dir).
 import type { Logger } from 'pino';
 import type { RateLimitConfig } from './config/index.js';
-import { CacheError, FixedWindowLimiter, LocalOverLimitCache, type CounterStore } from './limiter/index.js';
+import {
+  CacheError,
+  CoalescingCounterStore,
+  FixedWindowLimiter,
+  LocalOverLimitCache,
+  type CounterStore,
+} from './limiter/index.js';
 import { createLogger } from './logging.js';
 import { MemcacheCounterStore } from './memcache/index.js';
 import { MemoryCounterStore } from './memory/index.js';
@@ -58,8 +64,10 @@ export class RateLimitApp {
       env: opts.env,
     });
     this.tracing = createTracing(s.tracing, { logger: this.logger });
+    // Concurrent hits on one key share one INCRBY (exact per-caller counts); off: one op per request.
+    const counting = s.coalesceIncrements ? new CoalescingCounterStore(this.store) : this.store;
     const limiter = new FixedWindowLimiter({
-      store: this.tracing ? this.tracing.wrapStore(this.store, cacheSpanName(s.backendType)) : this.store,
+      store: this.tracing ? this.tracing.wrapStore(counting, cacheSpanName(s.backendType)) : counting,
       stats: this.stats,
       cacheKeyPrefix: s.cacheKeyPrefix,
       nearLimitRatio: s.nearLimitRatio,

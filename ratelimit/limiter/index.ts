@@ -2,3 +2,4 @@ export * from './store.js';
 export * from './cache-key.js';
 export * from './local-cache.js';
 export * from './fixed-window.js';
+export * from './coalescing-store.js';

@@ -91,6 +91,8 @@ export interface Settings {
   cacheKeyPrefix: string;
   backendType: BackendType;
   stopCacheKeyIncrementWhenOverlimit: boolean;
+  /** Ours: merge concurrent increments of one key into one store command (default true). */
+  coalesceIncrements: boolean;
   responseHeadersEnabled: boolean;
   headerLimit: string;
   headerRemaining: string;
@@ -222,6 +224,7 @@ export function loadSettings(env: Env = process.env): Settings {
     cacheKeyPrefix: r.string('CACHE_KEY_PREFIX', ''),
     backendType,
     stopCacheKeyIncrementWhenOverlimit: r.bool('STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT', false),
+    coalesceIncrements: r.bool('COALESCE_INCREMENTS', true),
     responseHeadersEnabled: r.bool('LIMIT_RESPONSE_HEADERS_ENABLED', false),
     headerLimit: r.string('LIMIT_LIMIT_HEADER', 'RateLimit-Limit'),
     headerRemaining: r.string('LIMIT_REMAINING_HEADER', 'RateLimit-Remaining'),

@@ -1,0 +1,76 @@
+import t from 'tap';
+import { MemoryCounterStore } from '../memory/index.js';
+import { CoalescingCounterStore } from './coalescing-store.js';
+import { CacheError, type CounterOp, type CounterStore } from './store.js';
+
+const op = (key: string, hits = 1): CounterOp => ({ key, hits, expireSeconds: 60, perSecond: false });
+
+function recording(inner: CounterStore) {
+  const calls: CounterOp[][] = [];
+  const store: CounterStore = {
+    increment: (ops) => {
+      calls.push([...ops]);
+      return inner.increment(ops);
+    },
+    get: (ops) => inner.get(ops),
+    isHealthy: () => true,
+    close: () => inner.close(),
+  };
+  return { store, calls };
+}
+
+t.test(
+  'concurrent hits on one key become one increment; each caller gets its sequential count',
+  async (t) => {
+    const mem = new MemoryCounterStore();
+    t.teardown(() => mem.close());
+    const { store, calls } = recording(mem);
+    const c = new CoalescingCounterStore(store);
+    const results = await Promise.all([
+      c.increment([op('hot')]),
+      c.increment([op('hot', 3)]),
+      c.increment([op('hot'), op('other')]),
+      c.increment([op('hot')]),
+    ]);
+    t.same(results, [[1], [4], [5, 1], [6]], 'arrival order, exact totals');
+    t.equal(calls.length, 1, 'one store call for the whole turn');
+    t.same(calls[0], [op('hot', 6), op('other', 1)], 'one merged op per key');
+    const next = await c.increment([op('hot')]);
+    t.same(next, [7], 'the next turn continues from the stored total');
+  },
+);
+
+t.test('a duplicate key inside one request counts in order', async (t) => {
+  const mem = new MemoryCounterStore();
+  t.teardown(() => mem.close());
+  const c = new CoalescingCounterStore(mem);
+  t.same(await c.increment([op('k'), op('k', 2)]), [1, 3]);
+});
+
+t.test('a store failure rejects every request of the batch, once', async (t) => {
+  const failing: CounterStore = {
+    increment: () => Promise.reject(new CacheError('down')),
+    get: () => Promise.resolve([]),
+    isHealthy: () => false,
+    close: async () => {},
+  };
+  const c = new CoalescingCounterStore(failing);
+  const r = await Promise.allSettled([c.increment([op('a'), op('b')]), c.increment([op('a')])]);
+  t.same(
+    r.map((x) => x.status),
+    ['rejected', 'rejected'],
+  );
+  t.match((r[0] as PromiseRejectedResult).reason, CacheError);
+});
+
+t.test('the longest expiry of merged ops is kept', async (t) => {
+  const mem = new MemoryCounterStore();
+  t.teardown(() => mem.close());
+  const { store, calls } = recording(mem);
+  const c = new CoalescingCounterStore(store);
+  await Promise.all([
+    c.increment([{ ...op('j'), expireSeconds: 61 }]),
+    c.increment([{ ...op('j'), expireSeconds: 65 }]),
+  ]);
+  t.equal(calls[0][0].expireSeconds, 65);
+});
