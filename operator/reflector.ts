@@ -1,6 +1,7 @@
 // A reflector that never stops: list, then watch from the list's resourceVersion; on 410 Gone (or any
 // ERROR event) list again; on a failed list or watch wait with exponential backoff and try again; on
-// a watch that ends normally (server timeout) watch again from the last resourceVersion seen.
+// a watch that ends normally (server timeout) watch again from the last resourceVersion seen. The backoff
+// starts over after a successful list and after a watch that delivered events.
 // resourceVersion is opaque: only ever passed back to the server, never compared.
 import { EventEmitter } from 'node:events';
 import { Watch, type KubeConfig } from '@kubernetes/client-node';
@@ -64,6 +65,8 @@ export class Reflector<T extends KubeObject> extends EventEmitter<ReflectorEvent
   private readonly watcher: Pick<Watch, 'watch'>;
   /** Last resourceVersion seen (list or watch event), to resume a watch from. */
   private resourceVersion: string | undefined;
+  /** The current watch delivered at least one event. */
+  private watchProgress = false;
 
   constructor(private readonly opts: ReflectorOptions<T>) {
     super();
@@ -108,7 +111,9 @@ export class Reflector<T extends KubeObject> extends EventEmitter<ReflectorEvent
         if (needList) {
           await this.relist();
           needList = false;
+          delay = initial; // progress: a later failure starts the backoff over
         }
+        this.watchProgress = false;
         await this.watchOnce();
         delay = initial; // a watch that ended normally: resume at once
       } catch (err) {
@@ -119,6 +124,7 @@ export class Reflector<T extends KubeObject> extends EventEmitter<ReflectorEvent
           continue;
         }
         const phase = needList ? 'list' : 'watch';
+        if (this.watchProgress) delay = initial; // the watch delivered events before it failed
         this.emit('error', { error: err as Error, delayMs: delay, phase });
         await this.sleep(delay);
         delay = Math.min(max, delay * 2);
@@ -178,6 +184,7 @@ export class Reflector<T extends KubeObject> extends EventEmitter<ReflectorEvent
           this.abort?.abort();
           return;
         }
+        this.watchProgress = true;
         const rv = obj?.metadata?.resourceVersion;
         if (typeof rv === 'string' && rv !== '') this.resourceVersion = rv;
         if (phase === 'BOOKMARK') return;
