@@ -5,8 +5,9 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
-import { collectDefaultMetrics, Counter, Histogram, Registry, Summary } from 'prom-client';
+import { collectDefaultMetrics, Counter, Registry, Summary } from 'prom-client';
 import { normalizeTags, type StatsSink, type TimerFlush } from '../sink.js';
+import { AggregatedHistogram } from './aggregated-histogram.js';
 import { DEFAULT_MAPPING_YAML } from './default-mapping.js';
 import { MetricMapper, type StatsdType } from './mapper.js';
 
@@ -27,7 +28,9 @@ export interface PrometheusSinkOptions {
 }
 
 type Metric =
-  { kind: 'counter'; m: Counter } | { kind: 'histogram'; m: Histogram } | { kind: 'summary'; m: Summary };
+  | { kind: 'counter'; m: Counter }
+  | { kind: 'histogram'; m: AggregatedHistogram }
+  | { kind: 'summary'; m: Summary };
 
 export function parseListenAddr(addr: string): { host?: string; port: number } {
   const i = addr.lastIndexOf(':');
@@ -124,7 +127,7 @@ export class PrometheusSink implements StatsSink {
       else if (want === 'histogram')
         metric = {
           kind: 'histogram',
-          m: new Histogram({ ...common, buckets: [...(r.mapping?.buckets ?? [])] }),
+          m: new AggregatedHistogram(r.name, help, r.mapping?.buckets ?? [], this.registry),
         };
       else
         metric = {
@@ -149,15 +152,13 @@ export class PrometheusSink implements StatsSink {
     const r = this.resolve(name, 'observer');
     if (!r || r.metric.kind === 'counter') return;
     // StatsD timers are milliseconds; Prometheus wants seconds (statsd_exporter divides too).
-    // A reservoir sample stands for more calls: spread the call count over the samples so
-    // _count stays exact and _sum and the buckets are the sample's estimate.
-    const child = r.metric.m.labels(r.labels);
-    const kept = timer.samples.length;
-    const base = Math.floor(timer.count / kept);
-    const extra = timer.count - base * kept;
-    for (let i = 0; i < kept; i++) {
-      const s = timer.samples[i] / 1000;
-      for (let k = i < extra ? base + 1 : base; k > 0; k--) child.observe(s);
+    const seconds = timer.samples.map((ms) => ms / 1000);
+    if (r.metric.kind === 'histogram') {
+      // A reservoir sample stands for timer.count calls: _count stays exact.
+      r.metric.m.observeMany(r.labels, seconds, timer.count);
+    } else {
+      const child = r.metric.m.labels(r.labels);
+      for (const s of seconds) child.observe(s);
     }
   }
 
