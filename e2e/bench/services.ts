@@ -116,6 +116,8 @@ export interface ServiceOptions {
   cpus: string;
   logDir: string;
   localCacheBytes: number;
+  /** Extra node flags for our service, e.g. --cpu-prof (ignored for the reference). */
+  nodeArgs?: string[];
 }
 
 export class BenchService {
@@ -165,7 +167,13 @@ export class BenchService {
     };
     let command: string[];
     if (o.kind === 'ours') {
-      command = [process.execPath, '--import', 'tsx', join(REPO_ROOT, 'ratelimit', 'main.ts')];
+      command = [
+        process.execPath,
+        ...(o.nodeArgs ?? []),
+        '--import',
+        'tsx',
+        join(REPO_ROOT, 'ratelimit', 'main.ts'),
+      ];
     } else {
       const bin = BenchService.referenceBinary();
       if (!bin) throw new Error('reference service_cmd not built (scripts/build-go-tools.sh)');
