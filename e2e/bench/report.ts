@@ -112,14 +112,14 @@ export function svgChart(rows: ChartWorkload[], title: string): string {
         const vals = l[k];
         if (!vals) return;
         vals.forEach((v, q) => {
-          const h = scale(v) * 80;
+          const h = scale(v) * 68;
           const x = gx + j * 3 * 18 + q * 18;
           out.push(
             `<rect x="${x}" y="${(baseY - h).toFixed(1)}" width="15" height="${h.toFixed(1)}" fill="${colors[k]}" fill-opacity="${[1, 0.7, 0.45][q]}"><title>${k} ${['p50', 'p99', 'p99.9'][q]} ${fmt(v)} µs</title></rect>`,
           );
         });
         out.push(
-          `<text x="${gx + j * 54}" y="${baseY - 84}" font-size="10">p99 ${fmt(vals[1] / 1000)} ms</text>`,
+          `<text x="${gx}" y="${baseY - 72 - (1 - j) * 12}" font-size="10" fill="${colors[k]}">p99 ${fmt(vals[1] / 1000)} ms</text>`,
         );
       });
     });

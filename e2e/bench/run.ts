@@ -4,9 +4,9 @@
 // measures every figure with rounds interleaved (ours, reference, ours, reference, ...) and writes
 // bench-results/<stamp>/{results.json, report.md, chart.svg} (and bench-results/latest/).
 import { execFile, spawn } from 'node:child_process';
-import { cpSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { makeTempDir, removeTempDir } from '../harness/net.js';
 import { measure, stat, type Sample } from './measure.js';
@@ -774,7 +774,7 @@ function figures(r: BenchResults, o: BenchOptions): Figure[] {
   return out;
 }
 
-function writeOutputs(r: BenchResults, o: BenchOptions): void {
+function writeOutputs(r: BenchResults, o: BenchOptions, copyLatest = true): void {
   const lat = (w: WorkloadName, k: string) =>
     o.rates
       .map((rate) => {
@@ -829,13 +829,29 @@ function writeOutputs(r: BenchResults, o: BenchOptions): void {
     `# Benchmark ${r.meta.date}\n\nload average at start ${JSON.stringify(r.meta.loadavgAtStart)}, at end ${JSON.stringify(r.meta.loadavgAtEnd)}\n\n${check}${markdownTable(r.figures)}`,
   );
   const latest = join(REPO_ROOT, 'bench-results', 'latest');
-  if (o.outDir !== latest) {
+  if (copyLatest && o.outDir !== latest) {
     rmSync(latest, { recursive: true, force: true });
     cpSync(o.outDir, latest, { recursive: true });
   }
 }
 
+/** Recomputes figures, report and chart of an earlier run from its results.json (`--render=<path>`). */
+export function renderFrom(path: string): BenchResults {
+  const r = JSON.parse(readFileSync(path, 'utf8')) as BenchResults;
+  const saved = r.meta.options as Omit<BenchOptions, 'phases' | 'log'> & { phases: string[] };
+  const o: BenchOptions = { ...saved, phases: new Set(saved.phases), outDir: dirname(path), log: () => {} };
+  r.figures = figures(r, o);
+  writeOutputs(r, o, false);
+  return r;
+}
+
 if (import.meta.url === `file://${process.argv[1]}`) {
+  const render = process.argv.find((a) => a.startsWith('--render='));
+  if (render) {
+    const r = renderFrom(render.slice('--render='.length));
+    process.stdout.write(markdownTable(r.figures));
+    process.exit(0);
+  }
   const o = parseArgs(process.argv.slice(2));
   runBench(o).then(
     (r) => {
