@@ -1,12 +1,12 @@
 // Micro-benchmark: what statistics and tracing cost on the decision path. In-process, no
-// network on the request side: N ShouldRateLimit calls through RateLimitService with the memory
-// store, as the gRPC handler makes them (total_requests counter + response_time timer per call,
-// and the tracing wrapper when enabled). Each (variant, round) runs in a fresh process (warm-up,
-// then one measured run), rounds interleave the variants, medians are reported. Fresh processes
-// keep variants from affecting each other: e.g. AsyncLocalStorage, once used by tracing, slows
-// every promise of the process on Node 20.
+// network on the request side: ShouldRateLimit calls for a fixed time through RateLimitService
+// with the memory store, as the gRPC handler makes them (total_requests counter and
+// response_time timer per call, and the tracing wrapper when enabled). Each (variant, round)
+// runs in a fresh process (warm-up, then one measured run), rounds interleave the variants,
+// medians are reported. Fresh processes keep variants from affecting each other: e.g.
+// AsyncLocalStorage, once used by tracing, slows every promise of the process on Node 20.
 //
-//   npx tsx ratelimit/stats/bench.ts [--calls 100000] [--rounds 5] [--concurrency 64] [--flush-ms 1000]
+//   npx tsx ratelimit/stats/bench.ts [--seconds 3] [--rounds 5] [--concurrency 64] [--flush-ms 1000]
 //
 // It is a micro-benchmark: it isolates the in-process cost and says nothing about end-to-end
 // throughput with Redis, gRPC framing or the network (that is the e2e benchmark harness's job).
@@ -26,7 +26,7 @@ import { Counter, createStatsPipeline, StatsStore, Timer, type StatsPipeline } f
 
 const { values: args } = parseArgs({
   options: {
-    calls: { type: 'string', default: '100000' },
+    seconds: { type: 'string', default: '3' },
     rounds: { type: 'string', default: '5' },
     variant: { type: 'string' },
     'udp-port': { type: 'string' },
@@ -34,7 +34,7 @@ const { values: args } = parseArgs({
     'flush-ms': { type: 'string', default: '1000' },
   },
 });
-const CALLS = Number(args.calls);
+const SECONDS = Number(args.seconds);
 const ROUNDS = Number(args.rounds);
 const CONCURRENCY = Number(args.concurrency);
 const FLUSH_MS = Number(args['flush-ms']);
@@ -131,13 +131,13 @@ async function oneCall(v: Variant, req: WireRateLimitRequest): Promise<void> {
   v.stats.timer('ratelimit_server.ShouldRateLimit.response_time').record(performance.now() - started);
 }
 
-/** Decisions per second of wall time and per second of this process's CPU time. */
-async function round(v: Variant, calls: number): Promise<{ wall: number; cpu: number }> {
-  let next = 0;
+/** Runs calls for `seconds`; decisions per second of wall time and of this process's CPU time. */
+async function round(v: Variant, seconds: number): Promise<{ wall: number; cpu: number }> {
+  let calls = 0;
+  const deadline = performance.now() + seconds * 1000;
   const worker = async () => {
-    while (next < calls) {
-      const i = next++;
-      await oneCall(v, requests[i % requests.length]);
+    while (performance.now() < deadline) {
+      await oneCall(v, requests[calls++ % requests.length]);
       // Back to the event loop between calls, as a server is between requests: otherwise the
       // memory store's promises chain forever and the flush timer never runs during a round.
       await new Promise(setImmediate);
@@ -225,10 +225,10 @@ async function measureOne(name: string, udpPort: string): Promise<void> {
     };
   }
   await v.pipeline?.start();
-  await round(v, Math.min(CALLS, 20000)); // warm-up
+  await round(v, 0.5); // warm-up
   flushMs = 0;
   const t0 = performance.now();
-  const rate = await round(v, CALLS);
+  const rate = await round(v, SECONDS);
   const inFlush = flushMs / (performance.now() - t0);
   await v.pipeline?.close();
   await v.tracing?.close();
@@ -258,8 +258,8 @@ async function main(): Promise<void> {
           spec.name,
           '--udp-port',
           udpPort,
-          '--calls',
-          String(CALLS),
+          '--seconds',
+          String(SECONDS),
           '--concurrency',
           String(CONCURRENCY),
           '--flush-ms',
@@ -275,7 +275,7 @@ async function main(): Promise<void> {
   const cpuOf = (name: string) => results.get(name)!.map((r) => r.cpu);
   const base = median(cpuOf('stats off'));
   const lines = [
-    `node ${process.version}, ${CALLS} calls per run, ${ROUNDS} runs per variant (one process each), ` +
+    `node ${process.version}, ${SECONDS} s per run, ${ROUNDS} runs per variant (one process each), ` +
       `concurrency ${CONCURRENCY}, 2 descriptors per call (200 users with detailed_metric: ` +
       `~400 changed counters per flush), flush every ${FLUSH_MS} ms. Decisions per CPU-second of ` +
       `the process (less disturbed by other load than wall time) and per wall-second; ` +
