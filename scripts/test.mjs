@@ -32,7 +32,7 @@ const run = spawnSync('npx', ['tap', ...args], { stdio: 'inherit' });
 
 function walk(dir) {
   let out = [];
-  let names = [];
+  let names;
   try {
     names = readdirSync(dir);
   } catch {
