@@ -74,3 +74,36 @@ t.test('the longest expiry of merged ops is kept', async (t) => {
   ]);
   t.equal(calls[0][0].expireSeconds, 65);
 });
+
+t.test('with per-op settlement, a failed key fails only the requests that touch it', async (t) => {
+  const mem = new MemoryCounterStore();
+  t.teardown(() => mem.close());
+  const store: CounterStore = {
+    increment: (ops) => mem.increment(ops),
+    incrementEach: async (ops) => {
+      const counts = await mem.increment(ops.filter((o) => o.key !== 'broken'));
+      let k = 0;
+      return ops.map((o) => (o.key === 'broken' ? new CacheError('shard down') : counts[k++]));
+    },
+    get: (ops) => mem.get(ops),
+    isHealthy: () => true,
+    close: async () => {},
+  };
+  const c = new CoalescingCounterStore(store);
+  const r = await Promise.allSettled([
+    c.increment([op('fine')]),
+    c.increment([op('broken')]),
+    c.increment([op('fine'), op('broken')]),
+    c.increment([op('fine')]),
+  ]);
+  t.same(
+    r.map((x) => x.status),
+    ['fulfilled', 'rejected', 'rejected', 'fulfilled'],
+  );
+  t.same((r[0] as PromiseFulfilledResult<number[]>).value, [1]);
+  t.same(
+    (r[3] as PromiseFulfilledResult<number[]>).value,
+    [3],
+    "counts include the failed request's applied op",
+  );
+});

@@ -78,32 +78,40 @@ export class CoalescingCounterStore implements CounterStore {
     }
     this.counters.flushes++;
     this.counters.opsOut += ops.length;
-    this.inner.increment(ops).then(
-      (counts) => {
+    const settle = (j: number, result: number | Error | unknown, failed: boolean): void => {
+      const b = batches[j];
+      const base = failed ? 0 : (result as number) - b.hits;
+      for (const w of b.waiters) {
+        const r = w.request;
+        if (r.settled) continue;
+        if (failed) {
+          r.settled = true;
+          r.reject(result);
+          continue;
+        }
+        w.results[w.index] = base + w.upto;
+        if (--r.remaining === 0) {
+          r.settled = true;
+          r.resolve(r.results);
+        }
+      }
+    };
+    const failAll = (err: unknown) => {
+      for (let j = 0; j < batches.length; j++) settle(j, err, true);
+    };
+    if (this.inner.incrementEach) {
+      // Per-key settlement: a key whose shard failed fails only its own callers.
+      this.inner.incrementEach(ops).then((results) => {
         for (let j = 0; j < batches.length; j++) {
-          const b = batches[j];
-          const base = counts[j] - b.hits;
-          for (const w of b.waiters) {
-            w.results[w.index] = base + w.upto;
-            const r = w.request;
-            if (--r.remaining === 0 && !r.settled) {
-              r.settled = true;
-              r.resolve(r.results);
-            }
-          }
+          const r = results[j];
+          settle(j, r, r instanceof Error);
         }
-      },
-      (err: unknown) => {
-        for (const b of batches) {
-          for (const w of b.waiters) {
-            if (!w.request.settled) {
-              w.request.settled = true;
-              w.request.reject(err);
-            }
-          }
-        }
-      },
-    );
+      }, failAll);
+    } else {
+      this.inner.increment(ops).then((counts) => {
+        for (let j = 0; j < batches.length; j++) settle(j, counts[j], false);
+      }, failAll);
+    }
   }
 
   get(ops: readonly CounterOp[]): Promise<number[]> {

@@ -14,6 +14,12 @@ export interface CounterOp {
 export interface CounterStore {
   /** Adds each op's hits and returns the counts after the increment, in op order. */
   increment(ops: readonly CounterOp[]): Promise<number[]>;
+  /**
+   * Optional: like increment, but settles each op on its own (a count, or the error of the part that
+   * failed), so one failing shard (a cluster master in failover) fails only the callers whose keys live
+   * there. The coalescing layer uses it to keep a merged batch's blast radius per key.
+   */
+  incrementEach?(ops: readonly CounterOp[]): Promise<(number | Error)[]>;
   /** Current counts (0 when absent), without counting. */
   get(ops: readonly CounterOp[]): Promise<number[]>;
   /**

@@ -115,6 +115,40 @@ export class RedisDeployment {
     return this.isCluster ? this.incrementCluster(ops) : this.incrementPipeline(ops);
   }
 
+  /** Per-op settlement: on a cluster each hash slot's pipeline succeeds or fails on its own. */
+  async incrementEach(ops: readonly CounterOp[]): Promise<(number | Error)[]> {
+    if (!this.isCluster || this.windowMs > 0) {
+      try {
+        return await this.increment(ops);
+      } catch (err) {
+        return ops.map(() => err as Error);
+      }
+    }
+    const c = this.client as Cluster;
+    const slots = new Map<number, number[]>();
+    for (let i = 0; i < ops.length; i++) {
+      const s = clusterSlot(ops[i].key);
+      const g = slots.get(s);
+      if (g) g.push(i);
+      else slots.set(s, [i]);
+    }
+    const out = new Array<number | Error>(ops.length);
+    await Promise.all(
+      [...slots.values()].map(async (idx) => {
+        try {
+          const counts = await this.execClusterGroup(
+            c,
+            idx.map((i) => ops[i]),
+          );
+          for (let j = 0; j < idx.length; j++) out[idx[j]] = counts[j];
+        } catch (err) {
+          for (const i of idx) out[i] = err as Error;
+        }
+      }),
+    );
+    return out;
+  }
+
   /** One pipeline for all the ops: the reference's one round trip per request. */
   private async incrementPipeline(ops: readonly CounterOp[]): Promise<number[]> {
     const p = (this.client as Redis).pipeline();

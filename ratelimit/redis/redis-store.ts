@@ -49,6 +49,21 @@ export class RedisCounterStore implements CounterStore {
     return this.split(ops, (d, part) => d.increment(part));
   }
 
+  async incrementEach(ops: readonly CounterOp[]): Promise<(number | Error)[]> {
+    if (!this.perSecond) return this.main.incrementEach(ops);
+    const mainIdx: number[] = [];
+    const secIdx: number[] = [];
+    for (let i = 0; i < ops.length; i++) (ops[i].perSecond ? secIdx : mainIdx).push(i);
+    const [a, b] = await Promise.all([
+      mainIdx.length ? this.main.incrementEach(mainIdx.map((i) => ops[i])) : [],
+      secIdx.length ? this.perSecond.incrementEach(secIdx.map((i) => ops[i])) : [],
+    ]);
+    const out = new Array<number | Error>(ops.length);
+    mainIdx.forEach((i, j) => (out[i] = a[j]));
+    secIdx.forEach((i, j) => (out[i] = b[j]));
+    return out;
+  }
+
   get(ops: readonly CounterOp[]): Promise<number[]> {
     if (!this.perSecond) return this.main.get(ops);
     return this.split(ops, (d, part) => d.get(part));
