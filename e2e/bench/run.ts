@@ -829,7 +829,8 @@ function writeOutputs(r: BenchResults, o: BenchOptions, copyLatest = true): void
     `# Benchmark ${r.meta.date}\n\nload average at start ${JSON.stringify(r.meta.loadavgAtStart)}, at end ${JSON.stringify(r.meta.loadavgAtEnd)}\n\n${check}${markdownTable(r.figures)}`,
   );
   const latest = join(REPO_ROOT, 'bench-results', 'latest');
-  if (copyLatest && o.outDir !== latest) {
+  // Only runs written under bench-results/ become `latest` (not tests writing to a temp dir).
+  if (copyLatest && o.outDir !== latest && o.outDir.startsWith(join(REPO_ROOT, 'bench-results') + '/')) {
     rmSync(latest, { recursive: true, force: true });
     cpSync(o.outDir, latest, { recursive: true });
   }
