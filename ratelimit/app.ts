@@ -53,6 +53,7 @@ export class RateLimitApp {
   private configSource?: ConfigSource;
   private initialConfig?: { resolve: () => void; promise: Promise<void> };
   private healthTimer?: NodeJS.Timeout;
+  private loggedInitialConfig = false;
 
   constructor(private readonly opts: RateLimitAppOptions) {
     const s = (this.settings = opts.settings);
@@ -128,7 +129,20 @@ export class RateLimitApp {
       if (config.domains.length > 0) this.health.ok('config');
       else this.health.fail('config');
     }
-    for (const line of config.dump().split('\n')) if (line.trim()) this.logger.warn(`loaded: ${line}`);
+    // Startup logs every rule at warning level (as the spec asks); later reloads log one summary line
+    // at warning and the rules at debug, so a 10k-rule reload does not spend its time logging.
+    const first = !this.loggedInitialConfig;
+    this.loggedInitialConfig = true;
+    const lines = first || this.logger.isLevelEnabled('debug') ? config.dump().split('\n') : [];
+    let rules = 0;
+    for (const line of lines) {
+      if (!line.trim()) continue;
+      rules++;
+      if (first) this.logger.warn(`loaded: ${line}`);
+      else this.logger.debug(`loaded: ${line}`);
+    }
+    if (!first) this.logger.warn(`configuration reloaded: ${config.domains.length} domains`);
+    else if (rules === 0) this.logger.warn('loaded an empty configuration (no domains)');
     this.initialConfig?.resolve();
   }
 
