@@ -5,7 +5,8 @@
 import { watch, type FSWatcher } from 'node:fs';
 import { readdir, readFile, realpath, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { loadConfig, type ConfigSource, type RateLimitConfig } from '../config/index.js';
+import { compileConfig, type ConfigSource, type RateLimitConfig } from '../config/index.js';
+import { YamlParser } from './yaml-parser.js';
 
 export interface FileProviderOptions {
   root: string;
@@ -26,6 +27,7 @@ export class FileConfigProvider {
   private fingerprint = '';
   private running: Promise<void> = Promise.resolve();
   private closed = false;
+  private readonly parser = new YamlParser();
 
   constructor(
     private readonly opts: FileProviderOptions,
@@ -52,6 +54,7 @@ export class FileConfigProvider {
     for (const w of this.watchers) w.close();
     this.watchers = [];
     await this.running;
+    await this.parser.close();
   }
 
   private watch(): void {
@@ -128,7 +131,9 @@ export class FileConfigProvider {
       const sources: ConfigSource[] = await Promise.all(
         files.map(async (f) => ({ name: f, yaml: await readFile(f, 'utf8') })),
       );
-      const config = loadConfig(sources, { mergeDomainConfig: this.opts.mergeDomainConfig });
+      // YAML parsing (the expensive part of a large reload) runs on a worker thread.
+      const documents = await this.parser.parse(sources);
+      const config = compileConfig(documents, { mergeDomainConfig: this.opts.mergeDomainConfig });
       this.onUpdate({ config, sources: files });
     } catch (err) {
       this.onUpdate({ error: err as Error });
