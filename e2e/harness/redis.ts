@@ -12,6 +12,7 @@ import { promisify } from 'node:util';
 import { Cluster, Redis, type ClusterOptions, type RedisOptions as IORedisOptions } from 'ioredis';
 import { LOOPBACK, ServerProcess, freePort, makeTempDir, removeTempDir, waitUntil } from './net.js';
 import { makeCerts, type CertPaths } from './tls.js';
+import { clusterSlot } from '../../ratelimit/redis/cluster-slot.js';
 
 const execFileP = promisify(execFile);
 const DEFAULT_START_DEADLINE_MS = 15_000;
@@ -151,30 +152,10 @@ function parseInfo(text: string): Record<string, string> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Cluster key slots (CRC16/XMODEM with hash tags), to target a master by key in tests.
-
-const CRC16_TABLE = (() => {
-  const t = new Uint16Array(256);
-  for (let i = 0; i < 256; i++) {
-    let c = i << 8;
-    for (let j = 0; j < 8; j++) c = c & 0x8000 ? ((c << 1) ^ 0x1021) & 0xffff : (c << 1) & 0xffff;
-    t[i] = c;
-  }
-  return t;
-})();
+// Cluster key slots: the service's own function, so the harness test checks it against CLUSTER KEYSLOT.
 
 /** The Redis Cluster hash slot of a key. */
-export function slotOf(key: string): number {
-  let k = Buffer.from(key);
-  const open = k.indexOf('{');
-  if (open >= 0) {
-    const close = k.indexOf('}', open + 1);
-    if (close > open + 1) k = k.subarray(open + 1, close);
-  }
-  let crc = 0;
-  for (const b of k) crc = ((crc << 8) & 0xffff) ^ CRC16_TABLE[((crc >> 8) ^ b) & 0xff];
-  return crc % 16384;
-}
+export const slotOf = clusterSlot;
 
 // ---------------------------------------------------------------------------------------------
 // One redis-server / redis-sentinel process with a config file in its own dir.

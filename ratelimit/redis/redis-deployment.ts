@@ -124,6 +124,11 @@ export class RedisDeployment {
         return ops.map(() => err as Error);
       }
     }
+    return this.incrementClusterEach(ops);
+  }
+
+  /** One pipeline per hash slot, all sent at once; each slot's ops succeed or fail together. */
+  private async incrementClusterEach(ops: readonly CounterOp[]): Promise<(number | Error)[]> {
     const c = this.client as Cluster;
     const slots = new Map<number, number[]>();
     for (let i = 0; i < ops.length; i++) {
@@ -174,25 +179,9 @@ export class RedisDeployment {
   private async incrementCluster(ops: readonly CounterOp[]): Promise<number[]> {
     const c = this.client as Cluster;
     if (ops.length === 1) return this.execClusterGroup(c, ops);
-    const slots = new Map<number, number[]>();
-    for (let i = 0; i < ops.length; i++) {
-      const s = clusterSlot(ops[i].key);
-      const g = slots.get(s);
-      if (g) g.push(i);
-      else slots.set(s, [i]);
-    }
-    const out = new Array<number>(ops.length);
-    if (slots.size === 1) return this.execClusterGroup(c, ops);
-    await Promise.all(
-      [...slots.values()].map(async (idx) => {
-        const counts = await this.execClusterGroup(
-          c,
-          idx.map((i) => ops[i]),
-        );
-        for (let j = 0; j < idx.length; j++) out[idx[j]] = counts[j];
-      }),
-    );
-    return out;
+    const results = await this.incrementClusterEach(ops);
+    for (const r of results) if (r instanceof Error) throw r;
+    return results as number[];
   }
 
   private async execClusterGroup(c: Cluster, ops: readonly CounterOp[]): Promise<number[]> {

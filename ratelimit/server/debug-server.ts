@@ -4,8 +4,9 @@
 // opened by Chrome DevTools (Performance / Memory tab, "Load").
 import { Session } from 'node:inspector/promises';
 import { getHeapSnapshot } from 'node:v8';
-import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
+import type { FastifyReply } from 'fastify';
 import type { Logger } from 'pino';
+import { FastifyListener } from './listener.js';
 import type { RateLimitService } from '../service/index.js';
 import type { StatsStore } from '../stats/index.js';
 
@@ -31,13 +32,12 @@ function stamp(): string {
   return new Date().toISOString().replace(/[:.]/g, '-');
 }
 
-export class DebugServer {
-  readonly app: FastifyInstance;
+export class DebugServer extends FastifyListener {
   private readonly paths = new Map<string, string>();
   private profiling = false;
 
   constructor(private readonly opts: DebugServerOptions) {
-    this.app = Fastify({ logger: false });
+    super({ name: 'debug', ...opts });
     this.addPath('/rlconfig', 'print out the currently loaded configuration for debugging', async () => {
       return opts.service.getConfig()?.dump() ?? '';
     });
@@ -93,20 +93,5 @@ export class DebugServer {
   addPath(path: string, help: string, handler: () => Promise<string>): void {
     this.paths.set(path, help);
     this.app.get(path, async (_req, reply) => reply.type('text/plain').send(await handler()));
-  }
-
-  async start(): Promise<string> {
-    const address = await this.app.listen({ host: this.opts.host, port: this.opts.port });
-    this.opts.logger.warn(`listening for debug on ${address}`);
-    return address;
-  }
-
-  get port(): number {
-    const a = this.app.server.address();
-    return typeof a === 'object' && a ? a.port : 0;
-  }
-
-  async close(): Promise<void> {
-    await this.app.close();
   }
 }

@@ -6,7 +6,7 @@ import { rateLimitServiceDefinition, RLS_SERVICE_NAME } from '../../proto/index.
 import type { WireRateLimitRequest, WireRateLimitResponse } from '../../proto/index.js';
 import { CacheError } from '../limiter/index.js';
 import { type RateLimitService, ServiceError } from '../service/index.js';
-import type { StatsStore } from '../stats/index.js';
+import type { Counter, StatsStore, Timer } from '../stats/index.js';
 import type { RateLimitTracing } from '../tracing/index.js';
 import type { HealthChecker } from './health.js';
 
@@ -39,7 +39,12 @@ export class RateLimitGrpcServer {
   private readonly healthImpl: HealthImplementation;
   private boundAddress = '';
 
+  private readonly totalRequests: Counter;
+  private readonly responseTime: Timer;
+
   constructor(private readonly opts: GrpcServerOptions) {
+    this.totalRequests = opts.stats.counter('ratelimit_server.ShouldRateLimit.total_requests');
+    this.responseTime = opts.stats.timer('ratelimit_server.ShouldRateLimit.response_time');
     const options: grpc.ServerOptions = {
       'grpc.max_receive_message_length': opts.maxReceiveMessageLength ?? 4 * 1024 * 1024,
     };
@@ -128,8 +133,8 @@ export class RateLimitGrpcServer {
     callback: grpc.sendUnaryData<WireRateLimitResponse>,
   ): void {
     const started = performance.now();
-    const stats = this.opts.stats;
-    stats.counter('ratelimit_server.ShouldRateLimit.total_requests').inc();
+    this.totalRequests.inc();
+    const responseTime = this.responseTime;
     const san = this.opts.tls?.clientSan;
     if (san) {
       const alt = call.getAuthContext?.().sslPeerCertificate?.subjectaltname ?? '';
@@ -146,11 +151,11 @@ export class RateLimitGrpcServer {
       : this.opts.service.shouldRateLimit(call.request);
     decided.then(
       (response) => {
-        stats.timer('ratelimit_server.ShouldRateLimit.response_time').record(performance.now() - started);
+        responseTime.record(performance.now() - started);
         callback(null, response);
       },
       (err: unknown) => {
-        stats.timer('ratelimit_server.ShouldRateLimit.response_time').record(performance.now() - started);
+        responseTime.record(performance.now() - started);
         callback(toGrpcError(err, this.opts.logger));
       },
     );

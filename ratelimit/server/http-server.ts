@@ -1,6 +1,6 @@
 // The HTTP listener of the reference: POST /json (proto3 JSON in and out) and /healthcheck.
-import Fastify, { type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
+import { FastifyListener } from './listener.js';
 import { CacheError } from '../limiter/index.js';
 import { type RateLimitService, ServiceError } from '../service/index.js';
 import type { HealthChecker } from './health.js';
@@ -16,11 +16,9 @@ export interface HttpServerOptions {
   bodyLimit?: number;
 }
 
-export class RateLimitHttpServer {
-  readonly app: FastifyInstance;
-
+export class RateLimitHttpServer extends FastifyListener {
   constructor(private readonly opts: HttpServerOptions) {
-    this.app = Fastify({ logger: false, bodyLimit: opts.bodyLimit ?? 1024 * 1024 });
+    super({ name: 'HTTP', ...opts }, { bodyLimit: opts.bodyLimit ?? 1024 * 1024 });
     // Body parse errors (bad JSON, wrong content type) are the client's: 400 with the reason.
     this.app.setErrorHandler((err: Error & { statusCode?: number }, _req, reply) => {
       const code = err.statusCode && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500;
@@ -64,20 +62,5 @@ export class RateLimitHttpServer {
         .type('text/plain')
         .send(`unhealthy: ${failing.join(', ')}`);
     });
-  }
-
-  async start(): Promise<string> {
-    const address = await this.app.listen({ host: this.opts.host, port: this.opts.port });
-    this.opts.logger.warn(`listening for HTTP on ${address}`);
-    return address;
-  }
-
-  get port(): number {
-    const a = this.app.server.address();
-    return typeof a === 'object' && a ? a.port : 0;
-  }
-
-  async close(): Promise<void> {
-    await this.app.close();
   }
 }
