@@ -5,7 +5,7 @@
 import t from 'tap';
 import { openRawAdsStream } from '../control-plane/testing.js';
 import { RATELIMIT_CONFIG_TYPE_URL } from '../proto/index.js';
-import { startTestApp, type TestApp } from '../ratelimit/test-support.js';
+import { roomInWindow, startTestApp, type TestApp } from '../ratelimit/test-support.js';
 import { createXdsSource } from '../ratelimit/xds-source.js';
 import { RateLimitOperator } from '../operator/operator.js';
 import {
@@ -83,6 +83,7 @@ descriptors:
       async () => (await limitOf('checkout', 'user', 'probe')) === 3,
     );
     t.ok(Date.now() - started < 10_000, `enforced within 10 s (${Date.now() - started} ms)`);
+    await roomInWindow();
     const codes: string[] = [];
     for (let i = 0; i < 4; i++) {
       const r = await pod.call({

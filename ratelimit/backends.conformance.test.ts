@@ -7,7 +7,10 @@ import { makeCerts } from '../e2e/harness/tls.js';
 import { startRedis, startRedisCluster, startRedisSentinel } from '../e2e/harness/redis.js';
 import { memcachedRequest, startMemcachedPool } from '../e2e/harness/memcached.js';
 import { pickServer } from './memcache/index.js';
-import { descriptor, startTestApp, type TestApp } from './test-support.js';
+import { descriptor, startTestApp, type TestApp, roomInWindow } from './test-support.js';
+
+// Counting tests must not straddle a minute boundary (see roomInWindow).
+t.beforeEach(() => roomInWindow());
 
 const CONFIG = `
 domain: basic

@@ -1,7 +1,10 @@
 // Decision semantics beyond the basic scenarios, on the in-memory store: shadow mode, replaces,
 // headers, quota mode, STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, the local over-limit cache, stats.
 import t from 'tap';
-import { descriptor, startTestApp } from './test-support.js';
+import { descriptor, startTestApp, roomInWindow } from './test-support.js';
+
+// Counting tests must not straddle a minute boundary (see roomInWindow).
+t.beforeEach(() => roomInWindow());
 
 const CONFIG = `
 domain: d

@@ -2,7 +2,10 @@
 import t from 'tap';
 import { status as GrpcStatus } from '@grpc/grpc-js';
 import { startRedis } from '../e2e/harness/redis.js';
-import { descriptor, startTestApp, type TestApp } from './test-support.js';
+import { descriptor, startTestApp, type TestApp, roomInWindow } from './test-support.js';
+
+// Counting tests must not straddle a minute boundary (see roomInWindow).
+t.beforeEach(() => roomInWindow());
 
 const CONFIG = `
 domain: basic

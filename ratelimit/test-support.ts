@@ -111,3 +111,14 @@ export async function eventually(
 export function descriptor(...pairs: [string, string][]): { entries: { key: string; value: string }[] } {
   return { entries: pairs.map(([key, value]) => ({ key, value })) };
 }
+
+/**
+ * Fixed windows roll over on the wall clock, so a test that counts several hits in one minute
+ * window fails when it happens to straddle the boundary. Call this first: when less than
+ * `needMs` of the current window is left, it waits for the next window to begin.
+ */
+export async function roomInWindow(unitSeconds = 60, needMs = 3000): Promise<void> {
+  const windowMs = unitSeconds * 1000;
+  const left = windowMs - (Date.now() % windowMs);
+  if (left < needMs) await new Promise((r) => setTimeout(r, left + 20));
+}

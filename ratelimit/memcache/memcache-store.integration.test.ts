@@ -8,8 +8,11 @@ import { ServerProcess, freePort, makeTempDir, removeTempDir, waitUntil } from '
 import { makeCerts } from '../../e2e/harness/tls.js';
 import type { CounterOp } from '../limiter/index.js';
 import { loadSettings } from '../settings/index.js';
-import { descriptor, startTestApp } from '../test-support.js';
+import { descriptor, startTestApp, roomInWindow } from '../test-support.js';
 import { crc32, illegalKeyReason, MemcacheCounterStore, pickServer, serversFromSrv } from './index.js';
+
+// Counting tests must not straddle a minute boundary (see roomInWindow).
+t.beforeEach(() => roomInWindow());
 
 const op = (key: string, hits = 1, expireSeconds = 60): CounterOp => ({
   key,

@@ -1,7 +1,10 @@
 // The debug listener: the index of paths, the loaded config, the statistics, and the profiles
 // under /debug/pprof/ in the V8 formats Chrome DevTools opens.
 import t from 'tap';
-import { descriptor, startTestApp } from '../test-support.js';
+import { descriptor, startTestApp, roomInWindow } from '../test-support.js';
+
+// Counting tests must not straddle a minute boundary (see roomInWindow).
+t.beforeEach(() => roomInWindow());
 
 const CONFIG = `
 domain: d

@@ -3,8 +3,11 @@
 import { createSocket, type Socket } from 'node:dgram';
 import type { AddressInfo } from 'node:net';
 import t from 'tap';
-import { descriptor, eventually, startTestApp } from '../test-support.js';
+import { descriptor, eventually, startTestApp, roomInWindow } from '../test-support.js';
 import { mogrifiersFromEnv, MogrifierError } from './mogrifier.js';
+
+// Counting tests must not straddle a minute boundary (see roomInWindow).
+t.beforeEach(() => roomInWindow());
 
 const CONFIG = `
 domain: d

@@ -4,9 +4,12 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import { descriptor, startTestApp } from '../../test-support.js';
+import { descriptor, startTestApp, roomInWindow } from '../../test-support.js';
 import { DEFAULT_MAPPING_YAML } from './default-mapping.js';
 import { escapeMetricName, MappingError, MetricMapper } from './mapper.js';
+
+// Counting tests must not straddle a minute boundary (see roomInWindow).
+t.beforeEach(() => roomInWindow());
 
 t.test('default mapping: names and labels of the reference', async (t) => {
   const m = new MetricMapper(DEFAULT_MAPPING_YAML);
