@@ -1,14 +1,21 @@
-// The gRPC listener: envoy.service.ratelimit.v3.RateLimitService and grpc.health.v1.Health.
-import * as grpc from '@grpc/grpc-js';
-import { HealthImplementation } from 'grpc-health-check';
+// The gRPC listener: envoy.service.ratelimit.v3.RateLimitService and grpc.health.v1.Health, on the small
+// node:http2 gRPC server of h2-grpc.ts (grpc-js' server cost more CPU per call than the whole decision).
 import type { Logger } from 'pino';
 import { rateLimitServiceDefinition, RLS_SERVICE_NAME } from '../../proto/index.js';
 import type { WireRateLimitRequest, WireRateLimitResponse } from '../../proto/index.js';
 import { CacheError } from '../limiter/index.js';
 import { type RateLimitService, ServiceError } from '../service/index.js';
 import type { Counter, StatsStore, Timer } from '../stats/index.js';
-import type { RateLimitTracing } from '../tracing/index.js';
+import type { MetadataCarrier, RateLimitTracing } from '../tracing/index.js';
 import type { HealthChecker } from './health.js';
+import {
+  type CallContext,
+  type CallHeaders,
+  GrpcStatusError,
+  H2GrpcServer,
+  type ServerStream,
+  Status,
+} from './h2-grpc.js';
 
 export interface GrpcServerOptions {
   service: RateLimitService;
@@ -32,12 +39,23 @@ export interface GrpcServerOptions {
     /** DNS SAN required in the client certificate. */
     clientSan?: string;
   };
+  /** How often TLS files are re-read (ms); 10 s by default. */
+  tlsReloadMs?: number;
 }
 
+export const SHOULD_RATE_LIMIT_PATH = `/${RLS_SERVICE_NAME}/ShouldRateLimit`;
+const HEALTH_SERVICE = 'grpc.health.v1.Health';
+
+/** grpc.health.v1.HealthCheckResponse.ServingStatus */
+const SERVING = 1;
+const NOT_SERVING = 2;
+const SERVICE_UNKNOWN = 3;
+
 export class RateLimitGrpcServer {
-  private readonly server: grpc.Server;
-  private readonly healthImpl: HealthImplementation;
+  private readonly server: H2GrpcServer;
   private boundAddress = '';
+  private healthy: boolean;
+  private readonly watchers = new Set<{ service: string; stream: ServerStream<number> }>();
 
   private readonly totalRequests: Counter;
   private readonly responseTime: Timer;
@@ -45,62 +63,64 @@ export class RateLimitGrpcServer {
   constructor(private readonly opts: GrpcServerOptions) {
     this.totalRequests = opts.stats.counter('ratelimit_server.ShouldRateLimit.total_requests');
     this.responseTime = opts.stats.timer('ratelimit_server.ShouldRateLimit.response_time');
-    const options: grpc.ServerOptions = {
-      'grpc.max_receive_message_length': opts.maxReceiveMessageLength ?? 4 * 1024 * 1024,
-    };
-    if (opts.maxConnectionAgeMs && opts.maxConnectionAgeMs > 0) {
-      // The reference adds +/-10% jitter; grpc-js applies its own jitter to max_connection_age.
-      options['grpc.max_connection_age_ms'] = opts.maxConnectionAgeMs;
-      options['grpc.max_connection_age_grace_ms'] = opts.maxConnectionAgeGraceMs ?? 0;
-    }
-    this.server = new grpc.Server(options);
-    this.server.addService(rateLimitServiceDefinition(), {
-      ShouldRateLimit: this.shouldRateLimit.bind(this) as grpc.UntypedHandleCall,
+    this.server = new H2GrpcServer({
+      logger: opts.logger,
+      maxReceiveMessageLength: opts.maxReceiveMessageLength ?? 4 * 1024 * 1024,
+      maxConnectionAgeMs: opts.maxConnectionAgeMs,
+      maxConnectionAgeGraceMs: opts.maxConnectionAgeGraceMs,
+      tls: opts.tls,
+      tlsReloadMs: opts.tlsReloadMs,
     });
-    this.healthImpl = new HealthImplementation({ '': 'SERVING', [RLS_SERVICE_NAME]: 'SERVING' });
-    this.healthImpl.addToServer(this.server);
-    const sync = (healthy: boolean) => {
-      const s = healthy ? 'SERVING' : 'NOT_SERVING';
-      this.healthImpl.setStatus('', s);
-      this.healthImpl.setStatus(RLS_SERVICE_NAME, s);
-    };
-    opts.health.on('change', sync);
-    sync(opts.health.isHealthy());
+    const def = rateLimitServiceDefinition().ShouldRateLimit;
+    this.server.addUnary<WireRateLimitRequest, WireRateLimitResponse>(SHOULD_RATE_LIMIT_PATH, {
+      decode: def.requestDeserialize as (b: Buffer) => WireRateLimitRequest,
+      encode: def.responseSerialize as (r: WireRateLimitResponse) => Buffer,
+      handle: (req, call) => this.shouldRateLimit(req, call),
+    });
+    this.server.addUnary<string, number>(`/${HEALTH_SERVICE}/Check`, {
+      decode: decodeHealthRequest,
+      encode: encodeHealthResponse,
+      handle: async (service) => {
+        const s = this.healthStatus(service);
+        if (s === SERVICE_UNKNOWN) throw new GrpcStatusError(Status.NOT_FOUND, `unknown service ${service}`);
+        return s;
+      },
+    });
+    this.server.addServerStreaming<string, number>(`/${HEALTH_SERVICE}/Watch`, {
+      decode: decodeHealthRequest,
+      encode: encodeHealthResponse,
+      handle: (service, stream) => {
+        const w = { service, stream };
+        this.watchers.add(w);
+        stream.onClose(() => this.watchers.delete(w));
+        stream.send(this.healthStatus(service));
+      },
+    });
+    this.healthy = opts.health.isHealthy();
+    opts.health.on('change', () => this.refreshHealth());
   }
 
-  /** Re-reads probe-based health (e.g. the cache connection) into the gRPC health service. */
+  private healthStatus(service: string): number {
+    if (service !== '' && service !== RLS_SERVICE_NAME) return SERVICE_UNKNOWN;
+    return this.healthy ? SERVING : NOT_SERVING;
+  }
+
+  /** Re-reads health (including probes such as the cache connection) and tells Watch streams of a change. */
   refreshHealth(): void {
-    const s = this.opts.health.isHealthy() ? 'SERVING' : 'NOT_SERVING';
-    this.healthImpl.setStatus('', s);
-    this.healthImpl.setStatus(RLS_SERVICE_NAME, s);
-  }
-
-  private credentials(): grpc.ServerCredentials {
-    const tls = this.opts.tls;
-    if (!tls) return grpc.ServerCredentials.createInsecure();
-    // File watchers reload the certificate and key when they change on disk.
-    const identity = new grpc.experimental.FileWatcherCertificateProvider({
-      certificateFile: tls.certFile,
-      privateKeyFile: tls.keyFile,
-      refreshIntervalMs: 10_000,
-    });
-    let ca: grpc.experimental.CertificateProvider | null = null;
-    if (tls.clientCaFile) {
-      const caProvider = new grpc.experimental.FileWatcherCertificateProvider({
-        caCertificateFile: tls.clientCaFile,
-        refreshIntervalMs: 10_000,
-      });
-      ca = caProvider;
-    }
-    return grpc.experimental.createCertificateProviderServerCredentials(identity, ca, !!tls.clientCaFile);
+    const now = this.opts.health.isHealthy();
+    if (now === this.healthy) return;
+    this.healthy = now;
+    for (const w of this.watchers) w.stream.send(this.healthStatus(w.service));
   }
 
   async start(): Promise<string> {
-    const target = this.opts.uds ? `unix:${this.opts.uds}` : `${this.opts.host}:${this.opts.port}`;
-    const port = await new Promise<number>((resolve, reject) =>
-      this.server.bindAsync(target, this.credentials(), (err, p) => (err ? reject(err) : resolve(p))),
-    );
-    this.boundAddress = this.opts.uds ? target : `${this.opts.host}:${port}`;
+    if (this.opts.uds) {
+      await this.server.listen({ path: this.opts.uds });
+      this.boundAddress = `unix:${this.opts.uds}`;
+    } else {
+      const port = await this.server.listen({ host: this.opts.host, port: this.opts.port });
+      this.boundAddress = `${this.opts.host}:${port}`;
+    }
     this.opts.logger.warn(`listening for gRPC on ${this.boundAddress}`);
     return this.boundAddress;
   }
@@ -116,55 +136,96 @@ export class RateLimitGrpcServer {
 
   /** Waits for in-flight calls up to the deadline, then cuts what is left. */
   async close(deadlineMs = 10_000): Promise<void> {
-    await new Promise<void>((resolve) => {
-      const timer = setTimeout(() => {
-        this.server.forceShutdown();
-        resolve();
-      }, deadlineMs);
-      this.server.tryShutdown(() => {
-        clearTimeout(timer);
-        resolve();
-      });
-    });
+    this.refreshHealth();
+    await this.server.close(deadlineMs);
   }
 
-  private shouldRateLimit(
-    call: grpc.ServerUnaryCall<WireRateLimitRequest, WireRateLimitResponse>,
-    callback: grpc.sendUnaryData<WireRateLimitResponse>,
-  ): void {
+  private async shouldRateLimit(
+    req: WireRateLimitRequest,
+    call: CallContext,
+  ): Promise<WireRateLimitResponse> {
     const started = performance.now();
     this.totalRequests.inc();
-    const responseTime = this.responseTime;
-    const san = this.opts.tls?.clientSan;
-    if (san) {
-      const alt = call.getAuthContext?.().sslPeerCertificate?.subjectaltname ?? '';
-      if (!alt.split(', ').includes(`DNS:${san}`)) {
-        callback({ code: grpc.status.UNAUTHENTICATED, details: `client certificate has no SAN DNS:${san}` });
-        return;
+    try {
+      const san = this.opts.tls?.clientSan;
+      if (san && !call.peerSubjectAltName().split(', ').includes(`DNS:${san}`)) {
+        throw new GrpcStatusError(Status.UNAUTHENTICATED, `client certificate has no SAN DNS:${san}`);
       }
+      const tracing = this.opts.tracing;
+      return await (tracing
+        ? tracing.traceShouldRateLimit(new HeaderMetadata(call.headers), req, () =>
+            this.opts.service.shouldRateLimit(req),
+          )
+        : this.opts.service.shouldRateLimit(req));
+    } catch (err) {
+      throw toGrpcError(err, this.opts.logger);
+    } finally {
+      this.responseTime.record(performance.now() - started);
     }
-    const tracing = this.opts.tracing;
-    const decided = tracing
-      ? tracing.traceShouldRateLimit(call.metadata, call.request, () =>
-          this.opts.service.shouldRateLimit(call.request),
-        )
-      : this.opts.service.shouldRateLimit(call.request);
-    decided.then(
-      (response) => {
-        responseTime.record(performance.now() - started);
-        callback(null, response);
-      },
-      (err: unknown) => {
-        responseTime.record(performance.now() - started);
-        callback(toGrpcError(err, this.opts.logger));
-      },
-    );
   }
 }
 
-export function toGrpcError(err: unknown, logger: Logger): Partial<grpc.StatusObject> {
-  if (err instanceof ServiceError) return { code: err.grpcCode, details: err.message };
-  if (err instanceof CacheError) return { code: grpc.status.UNAVAILABLE, details: err.message };
+export function toGrpcError(err: unknown, logger: Logger): GrpcStatusError {
+  if (err instanceof GrpcStatusError) return err;
+  if (err instanceof ServiceError) return new GrpcStatusError(err.grpcCode, err.message);
+  if (err instanceof CacheError) return new GrpcStatusError(Status.UNAVAILABLE, err.message);
   logger.error({ err }, 'unexpected error in ShouldRateLimit');
-  return { code: grpc.status.INTERNAL, details: (err as Error)?.message ?? String(err) };
+  return new GrpcStatusError(Status.INTERNAL, (err as Error)?.message ?? String(err));
+}
+
+/** The request headers as the tracer reads gRPC metadata (pseudo-headers left out). */
+class HeaderMetadata implements MetadataCarrier {
+  constructor(private readonly headers: CallHeaders) {}
+
+  get(key: string): string[] {
+    const v = this.headers[key.toLowerCase()];
+    if (v === undefined || key.startsWith(':')) return [];
+    return Array.isArray(v) ? v : [String(v)];
+  }
+
+  getMap(): Record<string, string> {
+    const out: Record<string, string> = {};
+    for (const [k, v] of Object.entries(this.headers)) {
+      if (!k.startsWith(':') && v !== undefined) out[k] = Array.isArray(v) ? v.join(', ') : String(v);
+    }
+    return out;
+  }
+}
+
+/** grpc.health.v1.HealthCheckRequest: `string service = 1`; other fields skipped. */
+export function decodeHealthRequest(buf: Buffer): string {
+  let service = '';
+  let i = 0;
+  const varint = (): number => {
+    let v = 0;
+    let shift = 0;
+    for (;;) {
+      if (i >= buf.length) throw new Error('truncated varint');
+      const b = buf[i++];
+      v += (b & 0x7f) * 2 ** shift;
+      if (b < 0x80) return v;
+      shift += 7;
+      if (shift > 63) throw new Error('varint too long');
+    }
+  };
+  while (i < buf.length) {
+    const tag = varint();
+    const wire = tag & 7;
+    if (wire === 0) varint();
+    else if (wire === 1) i += 8;
+    else if (wire === 5) i += 4;
+    else if (wire === 2) {
+      const len = varint();
+      if (i + len > buf.length) throw new Error('truncated field');
+      if (tag >>> 3 === 1) service = buf.toString('utf8', i, i + len);
+      i += len;
+    } else throw new Error(`unsupported wire type ${wire}`);
+  }
+  if (i > buf.length) throw new Error('truncated field');
+  return service;
+}
+
+/** grpc.health.v1.HealthCheckResponse: `ServingStatus status = 1`. */
+export function encodeHealthResponse(status: number): Uint8Array {
+  return status === 0 ? new Uint8Array(0) : Uint8Array.of(0x08, status);
 }
