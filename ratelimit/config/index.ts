@@ -5,3 +5,5 @@ export { ConfigError } from './errors.js';
 export { loadConfig, compileConfig } from './load.js';
 export { validateDocument } from './validate.js';
 export { UNITS, UNIT_NUMBER, UNIT_SECONDS, parseUnit, unitFromNumber } from './units.js';
+export { buildConfigInSlices, type CheckedDocument } from './matcher.js';
+export { checkDocument } from './validate.js';

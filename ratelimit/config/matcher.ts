@@ -81,8 +81,11 @@ function loadLevel(
   parentKey: string,
   entries: readonly DescriptorDoc[],
   field: string,
+  /** Index of entries[0] in the document's list (for error fields when loading a slice). */
+  offset = 0,
 ): void {
-  entries.forEach((entry, i) => {
+  entries.forEach((entry, j) => {
+    const i = j + offset;
     const finalKey = compositeKey(entry.key, entry.value);
     const pathKey = parentKey + finalKey;
     if (level.byKey.has(finalKey)) {
@@ -302,6 +305,46 @@ export function buildConfig(
       roots.set(doc.domain, root);
     }
     loadLevel(name, root, `${doc.domain}.`, doc.descriptors ?? [], 'descriptors');
+  }
+  return new CompiledRateLimitConfig(roots);
+}
+
+/** A validated document whose top-level descriptors are JSON texts, one each (as the parse worker sends). */
+export interface CheckedDocument {
+  name: string;
+  domain: string;
+  descriptors: readonly string[];
+}
+
+/**
+ * buildConfig in time slices: top-level descriptors are decoded and compiled one at a time, and the
+ * event loop gets a turn whenever a slice has run `sliceMs`, so compiling a 10k-descriptor config does
+ * not stall decisions. The result and the errors are buildConfig's.
+ */
+export async function buildConfigInSlices(
+  docs: readonly CheckedDocument[],
+  merge: boolean,
+  sliceMs = 4,
+): Promise<RateLimitConfig> {
+  const roots = new Map<string, MatchLevel>();
+  let sliceStart = performance.now();
+  for (const { name, domain, descriptors } of docs) {
+    let root = roots.get(domain);
+    if (root !== undefined && !merge) {
+      throw new ConfigError(name, 'domain', `duplicate domain '${domain}' in config file`);
+    }
+    if (root === undefined) {
+      root = newLevel();
+      roots.set(domain, root);
+    }
+    for (let i = 0; i < descriptors.length; i++) {
+      const entry = JSON.parse(descriptors[i]!) as DescriptorDoc;
+      loadLevel(name, root, `${domain}.`, [entry], 'descriptors', i);
+      if (performance.now() - sliceStart > sliceMs) {
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        sliceStart = performance.now();
+      }
+    }
   }
   return new CompiledRateLimitConfig(roots);
 }

@@ -5,7 +5,7 @@
 import { watch, type FSWatcher } from 'node:fs';
 import { readdir, readFile, realpath, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { compileConfig, type ConfigSource, type RateLimitConfig } from '../config/index.js';
+import { buildConfigInSlices, type ConfigSource, type RateLimitConfig } from '../config/index.js';
 import { YamlParser } from './yaml-parser.js';
 
 export interface FileProviderOptions {
@@ -131,9 +131,10 @@ export class FileConfigProvider {
       const sources: ConfigSource[] = await Promise.all(
         files.map(async (f) => ({ name: f, yaml: await readFile(f, 'utf8') })),
       );
-      // YAML parsing (the expensive part of a large reload) runs on a worker thread.
+      // Parsing and validation (the expensive part of a large reload) run on a worker thread; the
+      // compile runs here in time slices, so decisions keep flowing during a reload.
       const documents = await this.parser.parse(sources);
-      const config = compileConfig(documents, { mergeDomainConfig: this.opts.mergeDomainConfig });
+      const config = await buildConfigInSlices(documents, this.opts.mergeDomainConfig === true);
       this.onUpdate({ config, sources: files });
     } catch (err) {
       this.onUpdate({ error: err as Error });

@@ -1,15 +1,68 @@
 import t from 'tap';
-import { ConfigError } from '../config/index.js';
+import { buildConfigInSlices, ConfigError, loadConfig } from '../config/index.js';
+import { cfg10kYaml } from '../../e2e/bench/workloads.js';
 import { YamlParser } from './yaml-parser.js';
 
-t.test('config YAML is parsed on the worker thread, errors come back as ConfigError', async (t) => {
-  const p = new YamlParser();
-  t.teardown(() => p.close());
-  const docs = await p.parse([{ name: 'a.yaml', yaml: 'domain: d\ndescriptors:\n  - key: k\n' }]);
-  t.same(docs, [{ name: 'a.yaml', document: { domain: 'd', descriptors: [{ key: 'k' }] } }]);
-  await t.rejects(p.parse([{ name: 'bad.yaml', yaml: 'domain: [unclosed\n' }]), ConfigError);
-  await t.rejects(p.parse([{ name: 'bad.yaml', yaml: 'domain: [unclosed\n' }]), {
-    message: /^bad\.yaml: error loading config file: yaml: /,
-  });
-  t.same(p.counts, { worker: 3, inline: 0 }, 'every parse ran on the worker');
-});
+t.test(
+  'config YAML is parsed and validated on the worker thread, errors come back as ConfigError',
+  async (t) => {
+    const p = new YamlParser();
+    t.teardown(() => p.close());
+    const docs = await p.parse([
+      { name: 'a.yaml', yaml: 'domain: d\ndescriptors:\n  - key: k\n  - key: j\n' },
+    ]);
+    t.same(docs, [{ name: 'a.yaml', domain: 'd', descriptors: ['{"key":"k"}', '{"key":"j"}'] }]);
+    await t.rejects(p.parse([{ name: 'bad.yaml', yaml: 'domain: [unclosed\n' }]), ConfigError);
+    await t.rejects(p.parse([{ name: 'bad.yaml', yaml: 'domain: [unclosed\n' }]), {
+      message: /^bad\.yaml: error loading config file: yaml: /,
+    });
+    await t.rejects(
+      p.parse([
+        {
+          name: 'v.yaml',
+          yaml: 'domain: d\ndescriptors:\n  - key: k\n    rate_limit: { unit: fortnight }\n',
+        },
+      ]),
+      { message: /^v\.yaml: .*descriptors\[0\]\.rate_limit\.unit/ },
+      'a validation error names the file and the field',
+    );
+    t.same(p.counts, { worker: 4, inline: 0 }, 'every parse ran on the worker');
+  },
+);
+
+t.test(
+  'the sliced compile equals the one-shot compile, yields to the event loop, and names fields',
+  async (t) => {
+    const yaml = cfg10kYaml(3);
+    const p = new YamlParser();
+    t.teardown(() => p.close());
+    const docs = await p.parse([{ name: 'c.yaml', yaml }]);
+    let turns = 0;
+    const ticker = setInterval(() => turns++, 0);
+    const sliced = await buildConfigInSlices(docs, false, 1);
+    clearInterval(ticker);
+    const oneShot = loadConfig([{ name: 'c.yaml', yaml }]);
+    t.equal(sliced.dump(), oneShot.dump(), 'same rules');
+    t.same(sliced.domains, oneShot.domains);
+    t.ok(turns > 2, `the event loop ran ${turns} timers during the compile`);
+
+    const dupMessage = "d.yaml: descriptors[2]: duplicate descriptor composite key 'd.a'";
+    await t.rejects(
+      p.parse([{ name: 'd.yaml', yaml: 'domain: d\ndescriptors:\n  - key: a\n  - key: b\n  - key: a\n' }]),
+      { message: dupMessage },
+      'the worker validates',
+    );
+    const dup = { name: 'd.yaml', domain: 'd', descriptors: ['{"key":"a"}', '{"key":"b"}', '{"key":"a"}'] };
+    await t.rejects(
+      buildConfigInSlices([dup], false),
+      { message: dupMessage },
+      'the compile names the same field',
+    );
+    const twice = await p.parse([
+      { name: 'x.yaml', yaml: 'domain: d\ndescriptors:\n  - key: a\n' },
+      { name: 'y.yaml', yaml: 'domain: d\ndescriptors:\n  - key: b\n' },
+    ]);
+    await t.rejects(buildConfigInSlices(twice, false), { message: /y\.yaml: domain: duplicate domain 'd'/ });
+    t.same((await buildConfigInSlices(twice, true)).domains, ['d'], 'merged with MERGE_DOMAIN_CONFIG');
+  },
+);

@@ -1,13 +1,12 @@
-// Parses config YAML on a worker thread, so a large reload does not stall the decision path; the
-// main thread only validates and compiles the parsed documents. The worker is started on first use
+// Parses and validates config YAML on a worker thread, so a large reload does not stall the decision
+// path; the main thread only compiles the validated documents, in time slices (buildConfigInSlices). The worker is started on first use
 // and reused; if it cannot start, parsing falls back to the main thread.
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import { ConfigError, type ConfigSource, type ParsedConfigSource } from '../config/index.js';
-import { parseYamlSource } from '../config/yaml-source.js';
-import type { ParseReply } from './parse-worker.js';
+import { ConfigError, type CheckedDocument, type ConfigSource } from '../config/index.js';
+import { parseAndCheck, type ParseReply } from './parse-worker.js';
 
 // The build loads parse-worker.js; source runs (tests, through tsx) load parse-worker.ts with tsx's loader.
 const FROM_SOURCE = import.meta.url.endsWith('.ts');
@@ -31,14 +30,15 @@ export class YamlParser {
     { resolve: (r: ParseReply) => void; reject: (e: Error) => void }
   >();
 
-  async parse(sources: ConfigSource[]): Promise<ParsedConfigSource[]> {
+  /** Parsed and validated documents (see parse-worker.ts); throws the first ConfigError. */
+  async parse(sources: ConfigSource[]): Promise<CheckedDocument[]> {
     let reply: ParseReply;
     try {
       reply = await this.roundTrip(sources);
     } catch {
       // No worker (e.g. a restricted runtime): parse here.
       this.counts.inline++;
-      return sources.map((s) => ({ name: s.name, document: parseYamlSource(s) }));
+      return parseAndCheck(sources);
     }
     this.counts.worker++;
     if (reply.ok) return reply.documents;
