@@ -9,6 +9,7 @@ import { cpus, loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { makeTempDir, removeTempDir } from '../harness/net.js';
+import { longestStall } from './loop-probe.js';
 import { measure, stat, type Sample } from './measure.js';
 import { encodeRequest, grpcFrame } from './proto.js';
 import { markdownTable, ratio, svgChart, type ChartWorkload, type Figure } from './report.js';
@@ -113,7 +114,16 @@ export interface BenchResults {
     string,
     { keys: number; beforeMiB: number; afterMiB: number; deltaMiB: number; bytesPerKey: number }
   >;
-  reload: Record<string, { reloadMs: number[]; maxLatencyUs: number[]; p999Us: number[] }>;
+  reload: Record<
+    string,
+    {
+      reloadMs: number[];
+      maxLatencyUs: number[];
+      p999Us: number[];
+      stallMs?: number[];
+      idleStallMs?: number[];
+    }
+  >;
   json: Record<string, { requestsPerSecond: number[]; cpuUsPerRequest: number[] }>;
   h2load: Record<string, { callsPerSecond: number; loadgenCallsPerSecond: number }>;
   xds?: XdsResult;
@@ -272,6 +282,7 @@ export async function runBench(o: BenchOptions): Promise<BenchResults> {
       kind: 'ours',
       ...common,
       nodeArgs: o.profile ? ['--cpu-prof', `--cpu-prof-dir=${o.outDir}`] : [],
+      loopProbeFile: join(o.outDir, 'ours-event-loop.txt'),
     });
     if (o.reference && BenchService.referenceBinary()) {
       svcs.reference = await BenchService.start({ kind: 'reference', ...common });
@@ -455,6 +466,10 @@ export async function runBench(o: BenchOptions): Promise<BenchResults> {
         const probe = { domain: 'bench_cfg10k', descriptors: [[['probe', `v${v}`]]] as [string, string][][] };
         let reloadMs = NaN;
         let polling: Promise<void> = Promise.resolve();
+        // Made before the window, so the harness is not busy building it while latencies are measured.
+        const yaml = cfg10kYaml(v);
+        let writtenAt = 0;
+        let servedAt = 0;
         const s = await measure({
           service: svc,
           redis,
@@ -471,16 +486,18 @@ export async function runBench(o: BenchOptions): Promise<BenchResults> {
           },
           onWindowStart: () => {
             polling = (async () => {
-              await new Promise((r) => setTimeout(r, 500));
+              await new Promise((r) => setTimeout(r, 1000));
               const t0 = performance.now();
-              runtime.write('bench_cfg10k.yaml', cfg10kYaml(v));
-              while (performance.now() - t0 < 3000) {
+              writtenAt = Date.now();
+              runtime.write('bench_cfg10k.yaml', yaml);
+              while (performance.now() - t0 < 2900) {
                 const r = await svc.call(probe).catch(() => undefined);
                 if (r?.overallCode === 'OVER_LIMIT') {
                   reloadMs = performance.now() - t0;
+                  servedAt = Date.now();
                   break;
                 }
-                await new Promise((res) => setTimeout(res, 2));
+                await new Promise((res) => setTimeout(res, 10));
               }
             })();
           },
@@ -490,8 +507,20 @@ export async function runBench(o: BenchOptions): Promise<BenchResults> {
         r.reloadMs.push(reloadMs);
         r.maxLatencyUs.push(s.latency.maxUs);
         r.p999Us.push(s.latency.p999Us);
+        let stall = '';
+        if (svc.kind === 'ours' && writtenAt > 0) {
+          // Our main thread's own stalls: from the write until the new config serves (+200 ms for the
+          // old config's garbage), and, as the control, in the second before the write.
+          await new Promise((res) => setTimeout(res, 1200)); // the probe flushes every second
+          const text = readFileSync(join(o.outDir, 'ours-event-loop.txt'), 'utf8');
+          const during = longestStall(text, writtenAt, (servedAt || writtenAt + 3000) + 200);
+          const before = longestStall(text, writtenAt - 1000, writtenAt - 100);
+          (r.stallMs ??= []).push(during);
+          (r.idleStallMs ??= []).push(before);
+          stall = `, event-loop stall ${during.toFixed(1)} ms (${before.toFixed(1)} ms in the second before)`;
+        }
         log(
-          `reload ${svc.kind} r${round}: new config serves after ${reloadMs.toFixed(0)} ms, max call latency ${(s.latency.maxUs / 1000).toFixed(1)} ms`,
+          `reload ${svc.kind} r${round}: new config serves after ${reloadMs.toFixed(0)} ms, max call latency ${(s.latency.maxUs / 1000).toFixed(1)} ms${stall}`,
         );
       }, o.reloads);
     }
@@ -721,7 +750,21 @@ function figures(r: BenchResults, o: BenchOptions): Figure[] {
       'ms',
       'lower',
       pickRec(r.reload, (v) => v.maxLatencyUs.map((x) => x / 1000)),
+    );
+    add(
+      'config reload (10k descriptors)',
+      'longest event-loop stall in the service during the reload (ours)',
+      'ms',
+      'lower',
+      pickRec(r.reload, (v) => v.stallMs ?? []),
       (_rt, ours) => ({ text: 'stall ≤ 10 ms (ours)', met: Number.isFinite(ours) ? ours <= 10 : undefined }),
+    );
+    add(
+      'config reload (10k descriptors)',
+      'longest event-loop stall in the second before the reload (control)',
+      'ms',
+      'lower',
+      pickRec(r.reload, (v) => v.idleStallMs ?? []),
     );
   }
   if (Object.keys(r.json).length) {

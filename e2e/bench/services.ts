@@ -118,6 +118,8 @@ export interface ServiceOptions {
   localCacheBytes: number;
   /** Extra node flags for our service, e.g. --cpu-prof (ignored for the reference). */
   nodeArgs?: string[];
+  /** Our service only: load loop-probe.ts, writing event-loop stalls to this file. */
+  loopProbeFile?: string;
 }
 
 export class BenchService {
@@ -164,6 +166,7 @@ export class BenchService {
       DEBUG_HOST: LOOPBACK,
       DEBUG_PORT: String(debugPort),
       LOCAL_CACHE_SIZE_IN_BYTES: String(o.localCacheBytes),
+      ...(o.loopProbeFile && o.kind === 'ours' ? { BENCH_LOOP_PROBE: o.loopProbeFile } : {}),
     };
     let command: string[];
     if (o.kind === 'ours') {
@@ -172,6 +175,7 @@ export class BenchService {
         ...(o.nodeArgs ?? []),
         '--import',
         'tsx',
+        ...(o.loopProbeFile ? ['--import', join(REPO_ROOT, 'e2e', 'bench', 'loop-probe.ts')] : []),
         join(REPO_ROOT, 'ratelimit', 'main.ts'),
       ];
     } else {

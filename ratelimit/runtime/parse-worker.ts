@@ -2,6 +2,7 @@
 // file takes seconds of CPU and validating it ~100 ms, which on the main thread would stall every
 // decision). Replies with the validated documents, each top-level descriptor as its own JSON text so
 // that the main thread can decode and compile them in time slices, or with the first error's parts.
+import { setPriority } from 'node:os';
 import { parentPort } from 'node:worker_threads';
 import { ConfigError, checkDocument, type CheckedDocument, type ConfigSource } from '../config/index.js';
 import { parseYamlSource } from '../config/yaml-source.js';
@@ -25,6 +26,16 @@ export function parseAndCheck(sources: readonly ConfigSource[]): CheckedDocument
       descriptors: (document.descriptors ?? []).map((d) => JSON.stringify(d)),
     };
   });
+}
+
+if (parentPort) {
+  // Nice values are per thread on Linux: setpriority(0) lowers this worker only, so when the pod has one
+  // core the decisions on the main thread win it, and the parse uses what they leave.
+  try {
+    setPriority(19);
+  } catch {
+    // not permitted or not Linux: the worker runs at the process priority
+  }
 }
 
 parentPort?.on('message', (req: ParseRequest) => {

@@ -1,7 +1,7 @@
 import t from 'tap';
 import { buildConfigInSlices, ConfigError, loadConfig } from '../config/index.js';
 import { cfg10kYaml } from '../../e2e/bench/workloads.js';
-import { YamlParser } from './yaml-parser.js';
+import { workerExecArgv, YamlParser } from './yaml-parser.js';
 
 t.test(
   'config YAML is parsed and validated on the worker thread, errors come back as ConfigError',
@@ -66,3 +66,20 @@ t.test(
     t.same((await buildConfigInSlices(twice, true)).domains, ['d'], 'merged with MERGE_DOMAIN_CONFIG');
   },
 );
+
+t.test('the worker gets the node flags minus module hooks and profilers', async (t) => {
+  t.same(
+    workerExecArgv([
+      '--import',
+      'tsx',
+      '--max-old-space-size=512',
+      '--import=./probe.ts',
+      '--cpu-prof',
+      '--cpu-prof-dir=/tmp/x',
+      '-r',
+      'x.cjs',
+      '--enable-source-maps',
+    ]),
+    ['--max-old-space-size=512', '--enable-source-maps'],
+  );
+});

@@ -20,6 +20,25 @@ function sourceBootstrap(): URL {
   return new URL(`data:text/javascript,${encodeURIComponent(code)}`);
 }
 
+/**
+ * The process' node flags minus module hooks and profilers: a worker cannot load `--import`ed TypeScript
+ * (the bootstrap registers tsx itself) and should not write profiles of its own.
+ */
+export function workerExecArgv(argv: readonly string[] = process.execArgv): string[] {
+  const out: string[] = [];
+  const withValue = new Set(['--import', '--require', '-r', '--loader', '--experimental-loader']);
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    if (withValue.has(a)) {
+      i++;
+      continue;
+    }
+    if ([...withValue].some((f) => a.startsWith(`${f}=`)) || /^--(cpu|heap)-prof/.test(a)) continue;
+    out.push(a);
+  }
+  return out;
+}
+
 export class YamlParser {
   private worker?: Worker;
   private seq = 0;
@@ -35,8 +54,13 @@ export class YamlParser {
     let reply: ParseReply;
     try {
       reply = await this.roundTrip(sources);
-    } catch {
-      // No worker (e.g. a restricted runtime): parse here.
+    } catch (err) {
+      // No worker (e.g. a restricted runtime): parse here, and say once why a reload may stall.
+      if (this.counts.inline === 0) {
+        process.emitWarning(
+          `config parser worker unavailable, parsing on the main thread: ${(err as Error).message}`,
+        );
+      }
       this.counts.inline++;
       return parseAndCheck(sources);
     }
@@ -58,7 +82,7 @@ export class YamlParser {
 
   private ensureWorker(): Worker {
     if (this.worker) return this.worker;
-    const w = new Worker(FROM_SOURCE ? sourceBootstrap() : WORKER_URL);
+    const w = new Worker(FROM_SOURCE ? sourceBootstrap() : WORKER_URL, { execArgv: workerExecArgv() });
     w.unref();
     w.on('message', (r: ParseReply) => {
       const p = this.waiting.get(r.id);
