@@ -43,7 +43,7 @@ t.test('per-rule shadow mode: evaluated and counted, but always OK', async (t) =
   const r = await svc.call({ domain: 'd', descriptors: [descriptor(['shadow', 'a'])] });
   t.equal(r.overallCode, 'OK');
   t.equal(r.statuses[0].code, 'OK');
-  t.equal(r.statuses[0].limitRemaining, 0);
+  t.equal(r.statuses[0].limitRemaining ?? 0, 0);
   const s = svc.app.stats.snapshot();
   t.equal(s['ratelimit.service.rate_limit.d.shadow.shadow_mode'], 1);
   t.equal(s['ratelimit.service.rate_limit.d.shadow.over_limit'], 1);
@@ -76,7 +76,7 @@ t.test('replaces: the replacing rule applies and the replaced one is not counted
   t.notOk(s['ratelimit.service.rate_limit.d.named.total_hits'], 'replaced rule not counted');
   const alone = await svc.call({ domain: 'd', descriptors: [descriptor(['named', 'x'])] });
   t.equal(
-    alone.statuses[0].limitRemaining,
+    alone.statuses[0].limitRemaining ?? 0,
     0,
     'the replaced rule still applies on its own, counter untouched (first hit)',
   );

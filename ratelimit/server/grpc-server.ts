@@ -1,7 +1,12 @@
 // The gRPC listener: envoy.service.ratelimit.v3.RateLimitService and grpc.health.v1.Health, on the small
 // node:http2 gRPC server of h2-grpc.ts (grpc-js' server cost more CPU per call than the whole decision).
 import type { Logger } from 'pino';
-import { rateLimitServiceDefinition, RLS_SERVICE_NAME } from '../../proto/index.js';
+import {
+  decodeRateLimitRequest,
+  encodeRateLimitResponse,
+  rateLimitServiceDefinition,
+  RLS_SERVICE_NAME,
+} from '../../proto/index.js';
 import type { WireRateLimitRequest, WireRateLimitResponse } from '../../proto/index.js';
 import { CacheError } from '../limiter/index.js';
 import { type RateLimitService, ServiceError } from '../service/index.js';
@@ -71,10 +76,13 @@ export class RateLimitGrpcServer {
       tls: opts.tls,
       tlsReloadMs: opts.tlsReloadMs,
     });
-    const def = rateLimitServiceDefinition().ShouldRateLimit;
+    // Hand-written codecs for the hot path; protobufjs for responses they leave to it (metadata, quotas).
+    const serialize = rateLimitServiceDefinition().ShouldRateLimit.responseSerialize as (
+      r: WireRateLimitResponse,
+    ) => Buffer;
     this.server.addUnary<WireRateLimitRequest, WireRateLimitResponse>(SHOULD_RATE_LIMIT_PATH, {
-      decode: def.requestDeserialize as (b: Buffer) => WireRateLimitRequest,
-      encode: def.responseSerialize as (r: WireRateLimitResponse) => Buffer,
+      decode: decodeRateLimitRequest,
+      encode: (r) => encodeRateLimitResponse(r) ?? serialize(r),
       handle: (req, call) => this.shouldRateLimit(req, call),
     });
     this.server.addUnary<string, number>(`/${HEALTH_SERVICE}/Check`, {
