@@ -102,7 +102,8 @@ export function connectionOptions(s: RedisSettings, tlsFiles: TlsFiles): RedisOp
     // A command written before a connection dropped may or may not have run: never resend it, so an
     // INCRBY is never counted twice. The request fails instead.
     autoResendUnfulfilledCommands: false,
-    commandTimeout: s.timeoutMs > 0 ? s.timeoutMs : undefined,
+    // REDIS_TIMEOUT bounds each request in RedisDeployment (deadlines.ts), not each command: ioredis'
+    // commandTimeout arms a timer per command.
     connectTimeout: s.timeoutMs > 0 ? s.timeoutMs : 10_000,
     retryStrategy: reconnectDelayMs,
     reconnectOnError: reconnectOnReadOnly,

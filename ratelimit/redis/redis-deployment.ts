@@ -6,6 +6,7 @@ import type { Logger } from 'pino';
 import { CacheError, type CounterOp } from '../limiter/index.js';
 import type { RedisSettings, TlsFiles } from '../settings/index.js';
 import { createRedisClient, describeTarget, reconnectDelayMs, type RedisClient } from './client-options.js';
+import { RequestDeadlines } from './deadlines.js';
 import { clusterSlot } from './cluster-slot.js';
 
 type ExecResult = [Error | null, unknown][] | null;
@@ -48,6 +49,7 @@ export class RedisDeployment {
   private timer: NodeJS.Timeout | undefined;
   private readonly flushNow = (): void => this.flush();
   private lastConnectionError = '';
+  private readonly deadlines: RequestDeadlines;
 
   constructor(name: string, settings: RedisSettings, tlsFiles: TlsFiles, logger?: Logger) {
     this.name = name;
@@ -55,6 +57,7 @@ export class RedisDeployment {
     this.logger = logger;
     this.client = createRedisClient(settings, tlsFiles, name);
     this.isCluster = settings.type === 'cluster';
+    this.deadlines = new RequestDeadlines(settings.timeoutMs, `redis request (${name}_TIMEOUT)`);
     // As radix's PoolPipelineWindow: a zero window disables implicit pipelining, a zero limit leaves
     // the window as the only bound.
     this.windowMs = settings.pipelineWindowMs;
@@ -111,6 +114,10 @@ export class RedisDeployment {
 
   /** INCRBY + EXPIRE per op; resolves with the counts after the increment, in op order. */
   increment(ops: readonly CounterOp[]): Promise<number[]> {
+    return this.deadlines.bound(this.incrementUnbounded(ops));
+  }
+
+  private incrementUnbounded(ops: readonly CounterOp[]): Promise<number[]> {
     if (this.windowMs > 0) return this.enqueue(ops);
     return this.isCluster ? this.incrementCluster(ops) : this.incrementPipeline(ops);
   }
@@ -124,7 +131,7 @@ export class RedisDeployment {
         return ops.map(() => err as Error);
       }
     }
-    return this.incrementClusterEach(ops);
+    return this.deadlines.bound(this.incrementClusterEach(ops));
   }
 
   /** One pipeline per hash slot, all sent at once; each slot's ops succeed or fail together. */
@@ -291,7 +298,7 @@ export class RedisDeployment {
   /** Current counts (0 when absent), without counting. */
   async get(ops: readonly CounterOp[]): Promise<number[]> {
     try {
-      const values = await Promise.all(ops.map((op) => this.client.get(op.key)));
+      const values = await this.deadlines.bound(Promise.all(ops.map((op) => this.client.get(op.key))));
       return values.map((v) => (v === null ? 0 : Number(v)));
     } catch (err) {
       throw cacheError('redis GET failed', err);
@@ -304,6 +311,7 @@ export class RedisDeployment {
   }
 
   async close(): Promise<void> {
+    this.deadlines.stop();
     if (this.queue.length > 0) this.flush();
     const c = this.client;
     if (c.status === 'ready') {

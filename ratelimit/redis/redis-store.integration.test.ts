@@ -7,7 +7,7 @@ import { makeCerts } from '../../e2e/harness/tls.js';
 import { startRedis } from '../../e2e/harness/redis.js';
 import type { CounterOp } from '../limiter/index.js';
 import { loadSettings, SettingsError } from '../settings/index.js';
-import { descriptor, startTestApp } from '../test-support.js';
+import { descriptor, eventually, startTestApp } from '../test-support.js';
 import { parseRedisTarget, RedisCounterStore, RedisDeployment } from './index.js';
 
 const CONFIG = `
@@ -257,5 +257,44 @@ t.test(
     const minuteOnly = await svc.call({ domain: 'd', descriptors: [descriptor(['m', 'b'])] });
     t.equal(minuteOnly.overallCode, 'OK', 'minute limits keep working');
     await t.rejects(svc.call({ domain: 'd', descriptors: [descriptor(['s', 'b'])] }), { code: 14 });
+  },
+);
+
+t.test(
+  'REDIS_TIMEOUT: a hung redis fails the decision within the timeout; it resumes when redis does',
+  async (t) => {
+    const redis = await startRedis();
+    let stopped = false;
+    t.teardown(async () => {
+      if (stopped) process.kill(redis.pid, 'SIGCONT');
+      await redis.stop();
+    });
+    const svc = await startTestApp({
+      files: { 'd.yaml': CONFIG },
+      env: { BACKEND_TYPE: 'redis', REDIS_SOCKET_TYPE: 'tcp', REDIS_URL: redis.url, REDIS_TIMEOUT: '500ms' },
+    });
+    t.teardown(() => svc.close());
+    const req = { domain: 'd', descriptors: [descriptor(['m', 'hung']), descriptor(['s', 'hung'])] };
+    t.equal((await svc.call(req)).overallCode, 'OK');
+    process.kill(redis.pid, 'SIGSTOP'); // the connection stays open, nothing answers
+    stopped = true;
+    const started = Date.now();
+    const err = (await svc.call(req).catch((e: unknown) => e)) as { code?: number; details?: string };
+    const took = Date.now() - started;
+    t.equal(err.code, 14, 'UNAVAILABLE (a cache error)');
+    t.match(err.details, /timed out after 500 ms/);
+    t.ok(took >= 450 && took < 2000, `failed after ${took} ms (timeout 500 ms, swept every 50 ms)`);
+    process.kill(redis.pid, 'SIGCONT');
+    stopped = false;
+    await eventually(
+      async () =>
+        (await svc
+          .call(req)
+          .then((r) => r.overallCode === 'OK')
+          .catch(() => false)) === true,
+      5000,
+      'decisions again',
+    );
+    t.pass('decisions resume');
   },
 );
