@@ -3,3 +3,4 @@ export * from './loader.js';
 export * from './rls.js';
 export * from './xds.js';
 export * from './rls-codec.js';
+export * from './units.js';

@@ -14,23 +14,14 @@ import type {
   WireRateLimitResponse,
   WireUnit,
 } from './rls.js';
+import { RATELIMIT_UNIT_NAMES, RATELIMIT_UNIT_NUMBER } from './units.js';
 
-const UNITS: readonly WireUnit[] = ['UNKNOWN', 'SECOND', 'MINUTE', 'HOUR', 'DAY', 'MONTH', 'YEAR', 'WEEK'];
 const CODE_NUMBER: Record<WireCode, number> = { UNKNOWN: 0, OK: 1, OVER_LIMIT: 2 };
-const UNIT_NUMBER: Record<WireUnit, number> = {
-  UNKNOWN: 0,
-  SECOND: 1,
-  MINUTE: 2,
-  HOUR: 3,
-  DAY: 4,
-  MONTH: 5,
-  YEAR: 6,
-  WEEK: 7,
-};
 
 // --- decoding -------------------------------------------------------------------------------------
 
-class Reader {
+/** A protobuf wire reader over buf[start, end): varints up to 2^53, length-delimited spans, skips. */
+export class ProtoReader {
   pos: number;
   constructor(
     readonly buf: Buffer,
@@ -63,6 +54,12 @@ class Reader {
     return start;
   }
 
+  /** A reader over the next length-delimited field (a nested message); this one moves past it. */
+  nested(): ProtoReader {
+    const start = this.span();
+    return new ProtoReader(this.buf, start, this.pos);
+  }
+
   string(): string {
     const start = this.span();
     return this.buf.toString('utf8', start, this.pos);
@@ -92,10 +89,9 @@ class Reader {
 /** uint32 fields: protobufjs keeps the low 32 bits of a longer varint, unsigned. */
 const u32 = (n: number): number => n % 4294967296;
 
-function decodeEntry(r: Reader, end: number): WireEntry {
-  const sub = new Reader(r.buf, r.pos, end);
+function decodeEntry(sub: ProtoReader): WireEntry {
   const out: WireEntry = {};
-  while (sub.pos < end) {
+  while (sub.pos < sub.end) {
     const tag = sub.varint();
     const field = tag >>> 3;
     const wt = tag & 7;
@@ -106,10 +102,9 @@ function decodeEntry(r: Reader, end: number): WireEntry {
   return out;
 }
 
-function decodeLimit(r: Reader, end: number): { requestsPerUnit?: number; unit?: WireUnit | number } {
-  const sub = new Reader(r.buf, r.pos, end);
+function decodeLimit(sub: ProtoReader): { requestsPerUnit?: number; unit?: WireUnit | number } {
   const out: { requestsPerUnit?: number; unit?: WireUnit | number } = {};
-  while (sub.pos < end) {
+  while (sub.pos < sub.end) {
     const tag = sub.varint();
     const field = tag >>> 3;
     const wt = tag & 7;
@@ -117,16 +112,15 @@ function decodeLimit(r: Reader, end: number): { requestsPerUnit?: number; unit?:
     else if (field === 2 && wt === 0) {
       const n = u32(sub.varint());
       // An enum number without a name stays a number, as protobufjs leaves it.
-      out.unit = UNITS[n] ?? n;
+      out.unit = RATELIMIT_UNIT_NAMES[n] ?? n;
     } else sub.skip(wt);
   }
   return out;
 }
 
-function decodeUInt64Value(r: Reader, end: number): { value?: number } {
-  const sub = new Reader(r.buf, r.pos, end);
+function decodeUInt64Value(sub: ProtoReader): { value?: number } {
   const out: { value?: number } = {};
-  while (sub.pos < end) {
+  while (sub.pos < sub.end) {
     const tag = sub.varint();
     if (tag === 0x08) out.value = sub.varint();
     else sub.skip(tag & 7);
@@ -134,19 +128,17 @@ function decodeUInt64Value(r: Reader, end: number): { value?: number } {
   return out;
 }
 
-function decodeDescriptor(r: Reader, end: number): WireDescriptor {
-  const sub = new Reader(r.buf, r.pos, end);
+function decodeDescriptor(sub: ProtoReader): WireDescriptor {
   const out: WireDescriptor = {};
-  while (sub.pos < end) {
+  while (sub.pos < sub.end) {
     const tag = sub.varint();
     const field = tag >>> 3;
     const wt = tag & 7;
     if (wt === 2 && field >= 1 && field <= 3) {
-      const start = sub.span();
-      const nested = new Reader(sub.buf, start, sub.pos);
-      if (field === 1) (out.entries ??= []).push(decodeEntry(nested, sub.pos));
-      else if (field === 2) out.limit = mergeInto(out.limit, decodeLimit(nested, sub.pos));
-      else out.hitsAddend = mergeInto(out.hitsAddend, decodeUInt64Value(nested, sub.pos));
+      const nested = sub.nested();
+      if (field === 1) (out.entries ??= []).push(decodeEntry(nested));
+      else if (field === 2) out.limit = mergeInto(out.limit, decodeLimit(nested));
+      else out.hitsAddend = mergeInto(out.hitsAddend, decodeUInt64Value(nested));
     } else sub.skip(wt);
   }
   return out;
@@ -159,7 +151,7 @@ function mergeInto<T extends object>(prev: T | null | undefined, next: T): T {
 
 /** RateLimitRequest from its bytes; throws on malformed input (the server answers INTERNAL). */
 export function decodeRateLimitRequest(buf: Buffer): WireRateLimitRequest {
-  const r = new Reader(buf, 0, buf.length);
+  const r = new ProtoReader(buf, 0, buf.length);
   const out: WireRateLimitRequest = {};
   while (r.pos < r.end) {
     const tag = r.varint();
@@ -167,8 +159,7 @@ export function decodeRateLimitRequest(buf: Buffer): WireRateLimitRequest {
     const wt = tag & 7;
     if (field === 1 && wt === 2) out.domain = r.string();
     else if (field === 2 && wt === 2) {
-      const start = r.span();
-      (out.descriptors ??= []).push(decodeDescriptor(new Reader(buf, start, r.pos), r.pos));
+      (out.descriptors ??= []).push(decodeDescriptor(r.nested()));
     } else if (field === 3 && wt === 0) out.hitsAddend = u32(r.varint());
     else r.skip(wt);
   }
@@ -223,7 +214,7 @@ function statusSizes(s: WireDescriptorStatus): StatusSizes {
   const l = s.currentLimit;
   if (l) {
     if (l.requestsPerUnit) limit += 1 + varintSize(l.requestsPerUnit);
-    const unit = UNIT_NUMBER[l.unit] ?? 0;
+    const unit = RATELIMIT_UNIT_NUMBER[l.unit] ?? 0;
     if (unit !== 0) limit += 1 + varintSize(unit);
     if (l.name) {
       limitName = Buffer.byteLength(l.name);
@@ -301,7 +292,7 @@ export function encodeRateLimitResponse(res: WireRateLimitResponse): Buffer | un
         w.varint(0x08);
         w.varint(l.requestsPerUnit);
       }
-      const unit = UNIT_NUMBER[l.unit] ?? 0;
+      const unit = RATELIMIT_UNIT_NUMBER[l.unit] ?? 0;
       if (unit !== 0) {
         w.varint(0x10);
         w.varint(unit);

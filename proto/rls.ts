@@ -1,11 +1,14 @@
 // The v3 rate limit service definition and the plain-object shapes grpc-js hands us with LOADER_OPTIONS.
 import type * as grpc from '@grpc/grpc-js';
 import { loadPackageDefinition } from './loader.js';
+import type { RateLimitUnitName } from './units.js';
 
 export const RLS_PROTO_FILE = 'envoy/service/ratelimit/v3/rls.proto';
 export const RLS_SERVICE_NAME = 'envoy.service.ratelimit.v3.RateLimitService';
+/** The HTTP/2 :path of the one RPC. */
+export const SHOULD_RATE_LIMIT_PATH = `/${RLS_SERVICE_NAME}/ShouldRateLimit`;
 
-export type WireUnit = 'UNKNOWN' | 'SECOND' | 'MINUTE' | 'HOUR' | 'DAY' | 'MONTH' | 'YEAR' | 'WEEK';
+export type WireUnit = RateLimitUnitName;
 export type WireCode = 'UNKNOWN' | 'OK' | 'OVER_LIMIT';
 
 export interface WireEntry {

@@ -7,6 +7,7 @@ import { dirname, join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import protobuf from 'protobufjs';
 import { loadPackageDefinition, PROTO_INCLUDE_DIRS } from './loader.js';
+import { RATELIMIT_UNIT_NAMES, RATELIMIT_UNIT_NUMBER, type RateLimitUnitName } from './units.js';
 
 export const RLS_CONF_PROTO_FILE = 'ratelimit/config/ratelimit/v3/rls_conf.proto';
 export const RATELIMIT_CONFIG_MESSAGE = 'ratelimit.config.ratelimit.v3.RateLimitConfig';
@@ -15,19 +16,6 @@ export const RATELIMIT_CONFIG_TYPE_URL = `type.googleapis.com/${RATELIMIT_CONFIG
 export const ADS_PROTO_FILE = 'envoy/service/discovery/v3/ads.proto';
 export const ADS_SERVICE_NAME = 'envoy.service.discovery.v3.AggregatedDiscoveryService';
 export const ADS_STREAM_METHOD = 'StreamAggregatedResources';
-
-/** Unit names of RateLimitUnit; numbers as in the published API (WEEK is 7). */
-export const RATELIMIT_UNIT_NUMBER = {
-  UNKNOWN: 0,
-  SECOND: 1,
-  MINUTE: 2,
-  HOUR: 3,
-  DAY: 4,
-  MONTH: 5,
-  YEAR: 6,
-  WEEK: 7,
-} as const;
-export type RateLimitUnitName = keyof typeof RATELIMIT_UNIT_NUMBER;
 
 // ---------------------------------------------------------------------------------------------
 // Message shapes (camelCase, as protobufjs hands them over). Decoding fills every field.
@@ -126,10 +114,7 @@ export function decodeRateLimitConfig(bytes: Uint8Array): RateLimitConfigMessage
 
 function unitName(u: unknown): RateLimitUnitName {
   if (typeof u === 'string' && u in RATELIMIT_UNIT_NUMBER) return u as RateLimitUnitName;
-  if (typeof u === 'number') {
-    const hit = Object.entries(RATELIMIT_UNIT_NUMBER).find(([, n]) => n === u);
-    if (hit) return hit[0] as RateLimitUnitName;
-  }
+  if (typeof u === 'number' && RATELIMIT_UNIT_NAMES[u] !== undefined) return RATELIMIT_UNIT_NAMES[u];
   // An enum number this build does not know; proto3 open enums keep it, we treat it as UNKNOWN.
   return 'UNKNOWN';
 }

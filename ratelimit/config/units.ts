@@ -1,18 +1,13 @@
+import { RATELIMIT_UNIT_NUMBER } from '../../proto/units.js';
 import type { Unit } from './types.js';
 
 /** Every unit, in wire order. */
 export const UNITS: readonly Unit[] = ['SECOND', 'MINUTE', 'HOUR', 'DAY', 'WEEK', 'MONTH', 'YEAR'];
 
 /** Wire numbers of envoy.service.ratelimit.v3.RateLimitResponse.RateLimit.Unit (0 is UNKNOWN). */
-export const UNIT_NUMBER: Readonly<Record<Unit, number>> = {
-  SECOND: 1,
-  MINUTE: 2,
-  HOUR: 3,
-  DAY: 4,
-  MONTH: 5,
-  YEAR: 6,
-  WEEK: 7,
-};
+export const UNIT_NUMBER: Readonly<Record<Unit, number>> = Object.fromEntries(
+  UNITS.map((u) => [u, RATELIMIT_UNIT_NUMBER[u]]),
+) as Record<Unit, number>;
 
 /**
  * Window length in seconds, as the reference's UnitToDivider: fixed lengths, so a month is 30 days
