@@ -7,7 +7,7 @@
 //   node --import tsx e2e/bench/loadgen.ts '<LoadSpec JSON>'
 import { RawH2Connection } from './h2raw.js';
 import { Histogram, type LatencySummary } from './histogram.js';
-import { SHOULD_RATE_LIMIT_PATH } from './proto.js';
+import { SHOULD_RATE_LIMIT_PATH } from '../../proto/index.js';
 import { frameSource, type WorkloadName } from './workloads.js';
 
 export interface LoadSpec {

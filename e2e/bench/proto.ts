@@ -5,8 +5,6 @@ import { dirname, join } from 'node:path';
 import protobuf from 'protobufjs';
 import { PROTO_INCLUDE_DIRS, RLS_PROTO_FILE } from '../../proto/index.js';
 
-export const SHOULD_RATE_LIMIT_PATH = '/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit';
-
 export interface BenchRequest {
   domain: string;
   /** Each descriptor is a list of [key, value] entries. */
@@ -48,11 +46,5 @@ export function encodeRequest(r: BenchRequest): Uint8Array {
   return req.encode(msg).finish();
 }
 
-/** A gRPC length-prefixed message: 1 byte "not compressed", 4 bytes big-endian length, the message. */
-export function grpcFrame(message: Uint8Array): Buffer {
-  const out = Buffer.allocUnsafe(5 + message.length);
-  out[0] = 0;
-  out.writeUInt32BE(message.length, 1);
-  out.set(message, 5);
-  return out;
-}
+/** A gRPC length-prefixed message: the service's own framing. */
+export { frameMessage as grpcFrame } from '../../ratelimit/server/h2-grpc.js';

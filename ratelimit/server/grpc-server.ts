@@ -5,7 +5,9 @@ import {
   decodeRateLimitRequest,
   encodeRateLimitResponse,
   rateLimitServiceDefinition,
+  ProtoReader,
   RLS_SERVICE_NAME,
+  SHOULD_RATE_LIMIT_PATH,
 } from '../../proto/index.js';
 import type { WireRateLimitRequest, WireRateLimitResponse } from '../../proto/index.js';
 import { CacheError } from '../limiter/index.js';
@@ -48,7 +50,6 @@ export interface GrpcServerOptions {
   tlsReloadMs?: number;
 }
 
-export const SHOULD_RATE_LIMIT_PATH = `/${RLS_SERVICE_NAME}/ShouldRateLimit`;
 const HEALTH_SERVICE = 'grpc.health.v1.Health';
 
 /** grpc.health.v1.HealthCheckResponse.ServingStatus */
@@ -173,7 +174,7 @@ export class RateLimitGrpcServer {
   }
 }
 
-export function toGrpcError(err: unknown, logger: Logger): GrpcStatusError {
+function toGrpcError(err: unknown, logger: Logger): GrpcStatusError {
   if (err instanceof GrpcStatusError) return err;
   if (err instanceof ServiceError) return new GrpcStatusError(err.grpcCode, err.message);
   if (err instanceof CacheError) return new GrpcStatusError(Status.UNAVAILABLE, err.message);
@@ -202,34 +203,13 @@ class HeaderMetadata implements MetadataCarrier {
 
 /** grpc.health.v1.HealthCheckRequest: `string service = 1`; other fields skipped. */
 export function decodeHealthRequest(buf: Buffer): string {
+  const r = new ProtoReader(buf, 0, buf.length);
   let service = '';
-  let i = 0;
-  const varint = (): number => {
-    let v = 0;
-    let shift = 0;
-    for (;;) {
-      if (i >= buf.length) throw new Error('truncated varint');
-      const b = buf[i++];
-      v += (b & 0x7f) * 2 ** shift;
-      if (b < 0x80) return v;
-      shift += 7;
-      if (shift > 63) throw new Error('varint too long');
-    }
-  };
-  while (i < buf.length) {
-    const tag = varint();
-    const wire = tag & 7;
-    if (wire === 0) varint();
-    else if (wire === 1) i += 8;
-    else if (wire === 5) i += 4;
-    else if (wire === 2) {
-      const len = varint();
-      if (i + len > buf.length) throw new Error('truncated field');
-      if (tag >>> 3 === 1) service = buf.toString('utf8', i, i + len);
-      i += len;
-    } else throw new Error(`unsupported wire type ${wire}`);
+  while (r.pos < r.end) {
+    const tag = r.varint();
+    if (tag === 0x0a) service = r.string();
+    else r.skip(tag & 7);
   }
-  if (i > buf.length) throw new Error('truncated field');
   return service;
 }
 

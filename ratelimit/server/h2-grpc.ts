@@ -269,25 +269,25 @@ export class H2GrpcServer {
         trailersOnly(stream, (err as GrpcStatusError).code ?? Status.INTERNAL, (err as Error).message);
         return;
       }
+      let req: unknown;
+      try {
+        req = entry.m.decode(message);
+      } catch (err) {
+        trailersOnly(stream, Status.INTERNAL, `error parsing request: ${(err as Error).message}`);
+        return;
+      }
       const ctx = new StreamContext(stream, headers);
-      if (entry.kind === 'unary') this.runUnary(entry.m, stream, message, ctx);
-      else this.runStreaming(entry.m, stream, message, ctx);
+      if (entry.kind === 'unary') this.runUnary(entry.m, stream, req, ctx);
+      else this.runStreaming(entry.m, stream, req, ctx);
     });
   }
 
   private runUnary(
     m: UnaryMethod<unknown, unknown>,
     stream: http2.ServerHttp2Stream,
-    message: Buffer,
+    req: unknown,
     ctx: CallContext,
   ): void {
-    let req: unknown;
-    try {
-      req = m.decode(message);
-    } catch (err) {
-      trailersOnly(stream, Status.INTERNAL, `error parsing request: ${(err as Error).message}`);
-      return;
-    }
     let pending: Promise<unknown>;
     try {
       pending = m.handle(req, ctx);
@@ -318,16 +318,9 @@ export class H2GrpcServer {
   private runStreaming(
     m: ServerStreamingMethod<unknown, unknown>,
     stream: http2.ServerHttp2Stream,
-    message: Buffer,
+    req: unknown,
     ctx: CallContext,
   ): void {
-    let req: unknown;
-    try {
-      req = m.decode(message);
-    } catch (err) {
-      trailersOnly(stream, Status.INTERNAL, `error parsing request: ${(err as Error).message}`);
-      return;
-    }
     const closeFns: (() => void)[] = [];
     let headersSent = false;
     let ended = false;
