@@ -25,6 +25,9 @@ for svc in redis-server redis-sentinel memcached; do
   fi
 done
 
+# Node.js 24 LTS from the npm registry when the machine's node is older than 22 (see install-node.sh).
+bash scripts/install-node.sh
+
 if [ -f scripts/build-go-tools.sh ]; then
   bash scripts/build-go-tools.sh
 fi
