@@ -1,6 +1,7 @@
 // Property tests: random configurations and requests. The oracle below is a direct transcription of
-// the reference's GetLimit (string-keyed tree walk, stats keys built as it builds them); the compiled
-// matcher must agree with it on every request.
+// the reference's GetLimit (string-keyed tree walk, stats keys built as it builds them), with its
+// wildcard test generalised to a `*` anywhere (matched here with a RegExp, independently of the
+// matcher's split-and-indexOf); the compiled matcher must agree with it on every request.
 import fc from 'fast-check';
 import t from 'tap';
 import { compileConfig, type DescriptorEntry } from './index.js';
@@ -16,9 +17,9 @@ interface Doc {
 }
 
 const KEYS = ['a', 'b', 'a_b', 'a_'];
-const VALUES = [undefined, 'x', 'y', 'x*', '*', 'x_y', 'y*', 'xy'];
+const VALUES = [undefined, 'x', 'y', 'x*', '*', 'x_y', 'y*', 'xy', 'x*y', '*y', 'x*_*'];
 const REQ_KEYS = ['a', 'b', 'a_b', 'c'];
-const REQ_VALUES = ['x', 'y', 'xy', 'x_y', '', 'x*', 'yy', 'y_x'];
+const REQ_VALUES = ['x', 'y', 'xy', 'x_y', '', 'x*', 'yy', 'y_x', 'xay', 'x*y', 'x__'];
 
 const composite = (key: string, value: string | undefined) => (value ? `${key}_${value}` : key);
 
@@ -93,11 +94,23 @@ function oload(into: ONode, parentKey: string, list: Doc[] | undefined): void {
     }
     oload(node, parentKey + finalKey + '.', d.descriptors);
     into.descriptors.set(finalKey, node);
-    if (finalKey.endsWith('*')) into.wildcardKeys.push(finalKey);
+    if (finalKey.includes('*')) into.wildcardKeys.push(finalKey);
   }
 }
 
 const trimPrefix = (s: string, p: string) => (s.startsWith(p) ? s.slice(p.length) : s);
+
+/** `*` matches any run (also empty); everything else literally; anchored at both ends. */
+const globRegExp = (pattern: string) =>
+  new RegExp(
+    '^' +
+      pattern
+        .split('*')
+        .map((p) => p.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))
+        .join('.*') +
+      '$',
+    's',
+  );
 
 function oracle(root: ONode, domain: string, entries: DescriptorEntry[]) {
   let rateLimit: { fullKey: string; rpu: number; detailed: boolean; patterns?: string[] } | undefined;
@@ -114,7 +127,7 @@ function oracle(root: ONode, domain: string, entries: DescriptorEntry[]) {
     let wk = '';
     if (next === undefined && prev.wildcardKeys.length > 0) {
       for (const w of prev.wildcardKeys) {
-        if (finalKey.startsWith(w.slice(0, -1))) {
+        if (globRegExp(w).test(finalKey)) {
           next = map.get(w);
           wk = w;
           break;
