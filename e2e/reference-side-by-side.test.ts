@@ -10,6 +10,7 @@ import { freePort, ServerProcess, tryConnect } from './harness/net.js';
 import { resolveReferenceRatelimit } from './harness/kube.js';
 import { startRedis, type RedisServer } from './harness/redis.js';
 import { eventually, startTestApp, type TestApp } from '../ratelimit/test-support.js';
+import { status as GrpcStatus } from '@grpc/grpc-js';
 import { callOnce } from '../ratelimit/client/main.js';
 import { RateLimitApp } from '../ratelimit/app.js';
 import { createLogger } from '../ratelimit/logging.js';
@@ -89,6 +90,20 @@ async function postJson(baseUrl: string, body: unknown): Promise<JsonAnswer> {
 const limitOf = (a: JsonAnswer): number | undefined =>
   (JSON.parse(a.body) as { statuses?: { currentLimit?: { requestsPerUnit?: number } }[] }).statuses?.[0]
     ?.currentLimit?.requestsPerUnit;
+
+/** How a gRPC ShouldRateLimit call failed: its status code and details (code 0 when it succeeded). */
+const grpcFailure = (
+  dialString: string,
+  domain: string,
+  entries: { key: string; value: string }[],
+): Promise<{ code: number; details: string }> =>
+  callOnce({ dialString, domain, descriptors: [entries] }).then(
+    () => ({ code: 0, details: '' }),
+    (err: Error & { code?: number; details?: string }) => ({
+      code: err.code ?? -1,
+      details: err.details ?? err.message,
+    }),
+  );
 
 const SIDE = `domain: side
 descriptors:
@@ -190,6 +205,19 @@ t.test('the same config and requests: where the reference and we agree and diffe
     }
   });
 
+  await t.test('differ: gRPC status of an invalid request', async (t) => {
+    const ref1 = await grpcFailure(ref.dial, '', [{ key: 'host', value: 'x' }]);
+    const ours1 = await grpcFailure(ours.grpcAddress, '', [{ key: 'host', value: 'x' }]);
+    t.equal(ref1.code, GrpcStatus.UNKNOWN, 'reference: an empty domain is UNKNOWN');
+    t.equal(ref1.details, 'rate limit domain must not be empty');
+    t.equal(ours1.code, GrpcStatus.INVALID_ARGUMENT, 'ours: INVALID_ARGUMENT');
+    t.equal(ours1.details, 'rate limit domain must not be empty');
+    const ref2 = await grpcFailure(ref.dial, 'side', [{ key: '', value: 'x' }]);
+    const ours2 = await grpcFailure(ours.grpcAddress, 'side', [{ key: '', value: 'x' }]);
+    t.equal(ref2.code, 0, 'reference: an empty key is answered');
+    t.equal(ours2.code, GrpcStatus.INVALID_ARGUMENT, 'ours: an empty key is INVALID_ARGUMENT');
+  });
+
   await t.test('differ: a descriptor with no entries or an empty key', async (t) => {
     for (const [what, entries, ours] of [
       ['no entries', [], /descriptors\[0\]\.entries: must not be empty/],
@@ -232,18 +260,15 @@ t.test('the same config and requests: where the reference and we agree and diffe
     t.equal(a!.ref.status, 400, 'reference: a cache failure is 400');
     t.equal(a!.ref.body, 'Bad Request\n');
     t.equal(a!.ours.status, 500, 'ours: a cache failure is 500, a server-side fault');
+    const refGrpc = await grpcFailure(ref.dial, 'side', [{ key: 'host', value: 'down' }]);
+    const oursGrpc = await grpcFailure(ours.grpcAddress, 'side', [{ key: 'host', value: 'down' }]);
+    t.equal(refGrpc.code, GrpcStatus.UNKNOWN, 'reference: gRPC UNKNOWN');
+    t.equal(oursGrpc.code, GrpcStatus.UNAVAILABLE, 'ours: gRPC UNAVAILABLE');
   });
 });
 
 const DUP = (rpu: number) =>
   `domain: dup\ndescriptors:\n  - key: k\n    rate_limit: { unit: hour, requests_per_unit: ${rpu} }\n`;
-
-/** The error text of a gRPC call that must fail ('' when it succeeds). */
-const callFails = (dialString: string): Promise<string> =>
-  callOnce({ dialString, domain: 'dup', descriptors: [[{ key: 'k', value: 'v' }]] }).then(
-    () => '',
-    (err: Error & { details?: string }) => err.details ?? err.message,
-  );
 
 t.test('startup with an invalid initial config (two files, one domain, no merge)', async (t) => {
   const redis = await startRedis();
@@ -251,11 +276,9 @@ t.test('startup with an invalid initial config (two files, one domain, no merge)
   const files = { 'a.yaml': DUP(1), 'b.yaml': DUP(2) };
   const ref = await startReference(t, files, { REDIS_SOCKET_TYPE: 'tcp', REDIS_URL: redis.url });
   // startReference returned: the reference's ports are open and /healthcheck says 200.
-  t.match(
-    await callFails(ref.dial),
-    /no rate limit configuration loaded/,
-    'reference: healthy, but every call fails',
-  );
+  const refCall = await grpcFailure(ref.dial, 'dup', [{ key: 'k', value: 'v' }]);
+  t.equal(refCall.code, GrpcStatus.UNKNOWN, 'reference: healthy, but every call fails (UNKNOWN)');
+  t.equal(refCall.details, 'no rate limit configuration loaded');
   const refJson = await postJson(ref.httpUrl, {
     domain: 'dup',
     descriptors: [{ entries: [{ key: 'k', value: 'v' }] }],
@@ -329,10 +352,8 @@ t.test('startup with an invalid initial config (two files, one domain, no merge)
     });
     t.equal(json.status, 500, 'ours /json: 500 (reference: 400 Bad Request)');
     t.match(json.body, /no rate limit configuration loaded/);
-    t.match(
-      await callFails(`127.0.0.1:${o.grpcPort}`),
-      /no rate limit configuration loaded/,
-      'every call fails with the reference message',
-    );
+    const call = await grpcFailure(`127.0.0.1:${o.grpcPort}`, 'dup', [{ key: 'k', value: 'v' }]);
+    t.equal(call.code, GrpcStatus.UNAVAILABLE, 'every call fails (UNAVAILABLE; reference: UNKNOWN)');
+    t.equal(call.details, 'no rate limit configuration loaded', 'with the reference message');
   });
 });
