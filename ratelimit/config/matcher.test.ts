@@ -260,6 +260,20 @@ descriptors:
   t.equal(rpu('abba'), 6);
   t.equal(c.getLimit('w', req(['k', 'foo1bar']))!.statKey, 'w.k_foo*bar', 'stats keyed by the pattern');
 
+  const keys = load(`
+domain: w
+descriptors:
+  - { key: "k*y", value: v, rate_limit: { unit: second, requests_per_unit: 1 } }
+  - { key: "pre*", rate_limit: { unit: second, requests_per_unit: 2 } }
+`);
+  t.equal(keys.getLimit('w', req(['kXy', 'v'])), undefined, 'a * in a key is literal');
+  t.equal(keys.getLimit('w', req(['k*y', 'v']))?.rule.requestsPerUnit, 1);
+  t.equal(
+    keys.getLimit('w', req(['prefix', '1']))?.rule.requestsPerUnit,
+    2,
+    'reference quirk kept: a key-only entry ending in * is a prefix match on key_value',
+  );
+
   const order = load(`
 domain: w
 descriptors:

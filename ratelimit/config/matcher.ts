@@ -59,11 +59,31 @@ function newLevel(): MatchLevel {
   return { byKey: new Map(), wildcards: [], ordered: [] };
 }
 
-function compileWildcard(finalKey: string, node: MatchNode): WildcardPattern {
-  const parts = finalKey.split('*');
-  const prefix = parts[0]!;
-  const suffix = parts[parts.length - 1]!;
-  const inner = parts.slice(1, -1).filter((p) => p !== '');
+/**
+ * The wildcard of an entry, if any. A '*' in the value is a wildcard wherever it stands; a '*' in
+ * the key is literal, except that a key-only entry whose key ends in '*' keeps the reference's
+ * trailing-'*' prefix rule on the composite key (a quirk of comparing `key_value` strings).
+ */
+function compileWildcard(
+  key: string,
+  value: string | undefined,
+  node: MatchNode,
+): WildcardPattern | undefined {
+  let prefix: string;
+  let inner: string[];
+  let suffix: string;
+  if (value !== undefined && value.includes('*')) {
+    const parts = value.split('*');
+    prefix = key + '_' + parts[0]!;
+    suffix = parts[parts.length - 1]!;
+    inner = parts.slice(1, -1).filter((p) => p !== '');
+  } else if (node.finalKey.endsWith('*')) {
+    prefix = node.finalKey.slice(0, -1);
+    suffix = '';
+    inner = [];
+  } else {
+    return undefined;
+  }
   let minLength = prefix.length + suffix.length;
   for (const p of inner) minLength += p.length;
   return { prefix, inner: Object.freeze(inner), suffix, minLength, node };
@@ -153,7 +173,8 @@ function loadLevel(
     }
     level.byKey.set(finalKey, node);
     level.ordered.push(node);
-    if (finalKey.includes('*')) level.wildcards.push(compileWildcard(finalKey, node));
+    const wildcard = compileWildcard(entry.key, entry.value, node);
+    if (wildcard !== undefined) level.wildcards.push(wildcard);
   });
 }
 
