@@ -32,7 +32,7 @@ interface MatchNode {
 }
 
 /**
- * A composite key with at least one '*', split at its stars: `prefix*inner[0]*...*suffix`. It
+ * A wildcard entry's `key_value` pattern, split at its stars: `prefix*inner[0]*...*suffix`. It
  * matches a request's `key_value` that starts with prefix, ends with suffix and holds the inner
  * parts in order between them (each '*' matches any run, also an empty one).
  */
@@ -49,7 +49,7 @@ interface WildcardPattern {
 interface MatchLevel {
   /** key_value and key-only entries, in one map as in the reference (composite keys may collide). */
   readonly byKey: Map<string, MatchNode>;
-  /** Entries whose composite key holds a '*', in config order (the first match wins). */
+  /** Wildcard entries (see compileWildcard), in config order (the first match wins). */
   readonly wildcards: WildcardPattern[];
   /** Config order, for dump(). */
   readonly ordered: MatchNode[];
