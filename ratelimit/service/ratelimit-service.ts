@@ -211,10 +211,11 @@ export function parseRequest(request: WireRateLimitRequest): ParsedRequest {
     const d: WireDescriptor = wire[i];
     const entries = d.entries ?? [];
     if (entries.length === 0) throw new ServiceError(`descriptors[${i}].entries: must not be empty`);
+    // An empty value is accepted although the proto says min_len 1: Envoy's request_headers action
+    // sends one for a header that is present but empty, and the reference then matches the key-only
+    // rule. An empty key cannot come from Envoy (its descriptor keys are required in its config).
     for (let j = 0; j < entries.length; j++) {
       if (!entries[j].key) throw new ServiceError(`descriptors[${i}].entries[${j}].key: must not be empty`);
-      if (!entries[j].value)
-        throw new ServiceError(`descriptors[${i}].entries[${j}].value: must not be empty`);
     }
     let limit: RequestDescriptor['limit'] = null;
     if (d.limit) {
