@@ -21,13 +21,14 @@ import {
   rlcFromYaml,
   waitFor,
 } from '../operator/testing.js';
+import { builtBin } from './harness/dist.js';
 import { runCommand } from './harness/proc.js';
 import { freePorts, ServerProcess } from './harness/net.js';
 import { startKube, type KubeHarness } from './harness/kube.js';
 
 const LEASE_MS = 3000;
 const REPORT_TTL_MS = 3000;
-const MAIN = join(REPO_ROOT, 'operator', 'main.ts');
+const MAIN = builtBin('ratelimit-operator'); // the shipped bin, built from dist/
 
 interface Replica {
   identity: string;
@@ -46,7 +47,6 @@ async function startReplica(identity: string): Promise<Replica> {
     identity,
     process.execPath,
     [
-      '--import=tsx',
       MAIN,
       `--kubeconfig=${kube.kubeconfigPath}`,
       `--xds-listen=127.0.0.1:${xds}`,
@@ -128,7 +128,7 @@ async function startPod(node: string, xdsPort: number, refuse?: string): Promise
 }
 
 t.test('--help lists every flag', async (t) => {
-  const r = await runCommand(process.execPath, ['--import=tsx', MAIN, '--help'], { cwd: REPO_ROOT });
+  const r = await runCommand(process.execPath, [MAIN, '--help'], { cwd: REPO_ROOT });
   t.equal(r.code, 0);
   for (const flag of USAGE_FLAGS) t.match(r.stdout, flag, `--help lists ${flag}`);
 });

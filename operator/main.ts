@@ -37,6 +37,9 @@ export async function main(argv: string[]): Promise<number> {
       kubeconfig: { type: 'string' },
       namespace: { type: 'string' },
       'xds-listen': { type: 'string', default: '0.0.0.0:18000' },
+      'xds-tls-cert': { type: 'string' },
+      'xds-tls-key': { type: 'string' },
+      'xds-tls-client-ca': { type: 'string' },
       'metrics-listen': { type: 'string', default: '0.0.0.0:8080' },
       'health-listen': { type: 'string', default: '0.0.0.0:8081' },
       'leader-elect': { type: 'string', default: 'true' },
@@ -57,12 +60,23 @@ export async function main(argv: string[]): Promise<number> {
     process.stdout.write(USAGE);
     return 0;
   }
+  if (!!values['xds-tls-cert'] !== !!values['xds-tls-key'])
+    throw new Error('--xds-tls-cert and --xds-tls-key go together');
+  if (values['xds-tls-client-ca'] && !values['xds-tls-cert'])
+    throw new Error('--xds-tls-client-ca needs --xds-tls-cert/--xds-tls-key');
   const log = pino({ level: values['log-level'], base: { component: 'ratelimit-operator' } });
   const leaderElect = bool(values['leader-elect'], 'leader-elect');
   const operator = new RateLimitOperator({
     kubeConfig: loadKubeConfig(values.kubeconfig),
     namespace: values.namespace,
     xdsListen: values['xds-listen'],
+    xdsTls: values['xds-tls-cert']
+      ? {
+          certFile: values['xds-tls-cert'],
+          keyFile: values['xds-tls-key']!,
+          caFile: values['xds-tls-client-ca'],
+        }
+      : undefined,
     metricsListen: off(values['metrics-listen']),
     healthListen: off(values['health-listen']),
     leaderElection: leaderElect

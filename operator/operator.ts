@@ -6,7 +6,13 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { Registry } from 'prom-client';
-import { AdsServer, InMemorySnapshotCache, silentLogger, type Logger } from '../control-plane/index.js';
+import {
+  AdsServer,
+  InMemorySnapshotCache,
+  silentLogger,
+  type Logger,
+  type TlsFiles,
+} from '../control-plane/index.js';
 import { RateLimitOperatorController } from './controller.js';
 import { LeaderElector } from './leader.js';
 import { PodReporter, PodReports, reportStream } from './pod-report.js';
@@ -16,6 +22,8 @@ export interface OperatorOptions {
   readonly namespace?: string;
   /** host:port; port 0 picks a free one. */
   readonly xdsListen: string;
+  /** TLS on the xDS listener; with `caFile`, mutual TLS (pods must present a certificate signed by it). */
+  readonly xdsTls?: TlsFiles;
   /** host:port or undefined (off). */
   readonly metricsListen?: string;
   readonly healthListen?: string;
@@ -90,6 +98,7 @@ export class RateLimitOperator {
     this.ads = new AdsServer({
       cache: this.cache,
       listen: opts.xdsListen,
+      tls: opts.xdsTls,
       logger: this.log,
       identifier: this.identity,
     });

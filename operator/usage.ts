@@ -13,6 +13,9 @@ Options:
   --kubeconfig <file>              kubeconfig to use
   --namespace <ns>                 watch RateLimitConfigs in one namespace only (default: all)
   --xds-listen <host:port>         xDS (ADS) listen address (default 0.0.0.0:18000)
+  --xds-tls-cert <file>            xDS server certificate chain (PEM); enables TLS (read at start)
+  --xds-tls-key <file>             xDS server private key (PEM)
+  --xds-tls-client-ca <file>       CA bundle for pod client certificates; enables mutual TLS
   --metrics-listen <host:port>     Prometheus /metrics (default 0.0.0.0:8080; "off" disables)
   --health-listen <host:port>      /healthz and /readyz (default 0.0.0.0:8081; "off" disables)
   --leader-elect <true|false>      take part in Lease leader election (default true; false: always write status)
@@ -36,6 +39,9 @@ export const USAGE_FLAGS = [
   '--kubeconfig',
   '--namespace',
   '--xds-listen',
+  '--xds-tls-cert',
+  '--xds-tls-key',
+  '--xds-tls-client-ca',
   '--metrics-listen',
   '--health-listen',
   '--leader-elect',
