@@ -7,3 +7,10 @@ export { validateDocument } from './validate.js';
 export { UNITS, UNIT_NUMBER, UNIT_SECONDS, parseUnit, unitFromNumber } from './units.js';
 export { buildConfigInSlices, type CheckedDocument } from './matcher.js';
 export { checkDocument } from './validate.js';
+export {
+  compareClaimAge,
+  resolveDomainClaims,
+  type DomainClaim,
+  type DomainResolution,
+  type RejectedClaim,
+} from './domain-claims.js';
