@@ -142,3 +142,57 @@ t.test(
     t.match(noConfig.stderr, /--config is required/);
   },
 );
+
+t.test(
+  'REDIS_PERSECOND: a second-unit counter is read from the per-second deployment, as the service routes it',
+  async (t) => {
+    const [main, perSecond] = await Promise.all([startRedis(), startRedis()]);
+    t.teardown(() => Promise.all([main.stop(), perSecond.stop()]));
+    const env = {
+      REDIS_SOCKET_TYPE: 'tcp',
+      REDIS_URL: main.url,
+      REDIS_PERSECOND: 'true',
+      REDIS_PERSECOND_SOCKET_TYPE: 'tcp',
+      REDIS_PERSECOND_URL: perSecond.url,
+    };
+    const app = await startTestApp({
+      env: { BACKEND_TYPE: 'redis', ...env },
+      files: { 'example.yaml': readFileSync(CONFIG, 'utf8') },
+    });
+    t.teardown(() => app.close());
+    // path=/api,user=bob: 10 per second. Decide and read in the same second (retry across a boundary).
+    const request = {
+      domain: 'example',
+      descriptors: [
+        {
+          entries: [
+            { key: 'path', value: '/api' },
+            { key: 'user', value: 'bob' },
+          ],
+        },
+      ],
+    };
+    const args = ['counters', 'get', '--format', 'json', '--config', CONFIG, '--domain', 'example'];
+    for (let attempt = 0; ; attempt++) {
+      const second = Math.floor(Date.now() / 1000);
+      const s = (await app.call(request)).statuses[0]!;
+      const [got] = readings(await runInProcess([...args, '--descriptor', 'path=/api,user=bob'], env));
+      if (Math.floor(Date.now() / 1000) !== second) {
+        if (attempt < 10) continue;
+        throw new Error('could not read within one second');
+      }
+      t.match(got, {
+        count: 1,
+        limit: 10,
+        unit: 'SECOND',
+        deployment: 'REDIS_PERSECOND',
+        remaining: s.limitRemaining,
+      });
+      t.equal(await perSecond.client().get(got!.key), '1', 'the key is in the per-second deployment');
+      t.equal(await main.client().get(got!.key), null, 'and not in the main one');
+      break;
+    }
+    const [minute] = readings(await runInProcess([...args, '--descriptor', DESCRIPTOR], env));
+    t.equal(minute!.deployment, 'REDIS', 'other units stay in the main deployment');
+  },
+);

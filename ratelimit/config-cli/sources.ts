@@ -11,6 +11,9 @@ import { ConfigError, parseYamlSource } from '../config/index.js';
 export const RLC_GROUP = 'ratelimit.envoyproxy.io';
 export const RLC_KIND = 'RateLimitConfig';
 
+/** Larger files are refused before parsing (a config repository holds nothing near this). */
+export const MAX_FILE_BYTES = 16 * 1024 * 1024;
+
 export interface Position {
   /** 1-based. */
   readonly line: number;
@@ -204,6 +207,9 @@ export function readSources(paths: readonly string[], opts: ReadOptions = {}): S
   for (const file of expandPaths(paths)) {
     let text: string;
     try {
+      const size = statSync(file).size;
+      if (size > MAX_FILE_BYTES)
+        throw new Error(`${size} bytes, more than the ${MAX_FILE_BYTES} this command reads`);
       text = readFileSync(file, 'utf8');
     } catch (err) {
       out.push({
