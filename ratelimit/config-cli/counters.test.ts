@@ -196,3 +196,33 @@ t.test(
     t.equal(minute!.deployment, 'REDIS', 'other units stay in the main deployment');
   },
 );
+
+t.test(
+  'REDIS_TLS with a client certificate: the service and the command line read the same TLS settings',
+  async (t) => {
+    const redis = await startRedis({ tls: true });
+    t.teardown(() => redis.stop());
+    const tls = redis.tls!;
+    const env = {
+      REDIS_SOCKET_TYPE: 'tcp',
+      REDIS_URL: redis.url,
+      REDIS_TLS: 'true',
+      REDIS_TLS_CACERT: tls.caPath,
+      REDIS_TLS_CLIENT_CERT: tls.clientCertPath,
+      REDIS_TLS_CLIENT_KEY: tls.clientKeyPath,
+    };
+    const app = await startTestApp({
+      env: { BACKEND_TYPE: 'redis', ...env },
+      files: { 'example.yaml': readFileSync(CONFIG, 'utf8') },
+    });
+    t.teardown(() => app.close());
+    await roomInWindow(60, 10_000);
+    const status = await hit(app, 2);
+    const args = ['counters', 'get', '--format', 'json', '--config', CONFIG, '--domain', 'example'];
+    const [got] = readings(await runInProcess([...args, '--descriptor', DESCRIPTOR], env));
+    t.match(got, { count: 2, remaining: status.limitRemaining });
+    const { REDIS_TLS: _tls, ...plain } = env;
+    const refused = await runInProcess([...args, '--descriptor', DESCRIPTOR, '--timeout', '1'], plain);
+    t.equal(refused.code, 2, 'without REDIS_TLS the TLS port does not answer');
+  },
+);
