@@ -1,10 +1,10 @@
 // Test helpers for ratelimit-config: run main() in-process with captured output, or the executable as
 // a real subprocess (through tsx, so no build is needed). Tests only; production code never imports it.
+import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { runCommand } from '../../e2e/harness/proc.js';
 import { main } from './main.js';
 
 export interface RunResult {
@@ -25,13 +25,23 @@ export async function runInProcess(args: string[], env: Record<string, string> =
 }
 
 /** The executable as a subprocess, from the repository root. */
-export async function runBin(args: string[], env: Record<string, string> = {}): Promise<RunResult> {
-  const r = await runCommand(process.execPath, ['--import', 'tsx', ENTRY, ...args], {
-    cwd: REPO_ROOT,
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env },
-    timeoutMs: 120_000,
+export function runBin(args: string[], env: Record<string, string> = {}): Promise<RunResult> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      ['--import', 'tsx', ENTRY, ...args],
+      {
+        cwd: REPO_ROOT,
+        env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env },
+        timeout: 120_000,
+        killSignal: 'SIGKILL',
+      },
+      (err, stdout, stderr) => {
+        const code = err === null ? 0 : typeof err.code === 'number' ? err.code : -1;
+        resolve({ code, stdout, stderr });
+      },
+    );
   });
-  return { code: r.code ?? -1, stdout: r.stdout, stderr: r.stderr };
 }
 
 /** A temp dir with the given files (relative paths); remove() deletes it. */
