@@ -28,12 +28,34 @@ export interface EntryInfo {
   readonly children: readonly EntryInfo[];
 }
 
+/** Where a config entry is, for output. */
+export interface EntryRef {
+  readonly key: string;
+  readonly value?: string;
+  readonly file: string;
+  /** 1-based document index in the file. */
+  readonly document: number;
+  readonly field: string;
+  readonly line: number;
+}
+
 export interface LevelStep {
   readonly depth: number;
   readonly request: DescriptorEntry;
   /** exact: key and value; wildcard: a value pattern; default: the key alone (any value, a counter per value). */
   readonly how: 'exact' | 'wildcard' | 'default';
-  readonly entry: EntryInfo;
+  readonly entry: EntryRef;
+}
+
+function refOf(e: EntryInfo): EntryRef {
+  return {
+    key: e.key,
+    ...(e.value === undefined ? {} : { value: e.value }),
+    file: e.source.file,
+    document: e.source.index,
+    field: e.field,
+    line: e.line,
+  };
 }
 
 export interface RuleExplanation {
@@ -124,7 +146,7 @@ function show(entries: readonly DescriptorEntry[]): string {
   return entries.map((e) => `${e.key}=${e.value}`).join(',');
 }
 
-function showEntry(e: EntryInfo): string {
+function showEntry(e: { key: string; value?: string | undefined }): string {
   return e.value === undefined ? `${e.key} (any value)` : `${e.key}=${e.value}`;
 }
 
@@ -153,15 +175,15 @@ export class Explainer {
     return this.config.getLimit(domain, { entries });
   }
 
-  private walk(domain: string, entries: readonly DescriptorEntry[]): LevelStep[] {
-    const steps: LevelStep[] = [];
+  /** The entry the service's matcher reaches at each depth of the request, until it stops. */
+  private walk(domain: string, entries: readonly DescriptorEntry[]): EntryInfo[] {
+    const path: EntryInfo[] = [];
     for (let k = 1; k <= entries.length; k++) {
       const m = this.probe.getLimit(domain, { entries: entries.slice(0, k) });
       if (!m) break;
-      const entry = this.index.byId[Number(m.rule.name.slice(1))]!;
-      steps.push({ depth: k, request: entries[k - 1]!, how: howMatched(entry, entries[k - 1]!), entry });
+      path.push(this.index.byId[Number(m.rule.name.slice(1))]!);
     }
-    return steps;
+    return path;
   }
 
   private ruleOf(rule: RateLimitRule, entry: EntryInfo): RuleExplanation {
@@ -186,13 +208,13 @@ export class Explainer {
   private whyNoMatch(
     domain: string,
     entries: readonly DescriptorEntry[],
-    steps: readonly LevelStep[],
+    path: readonly EntryInfo[],
   ): string[] {
     const n = entries.length;
-    const last = steps[steps.length - 1];
+    const last = path[path.length - 1];
     if (n === 0) return ['the descriptor has no entries'];
-    if (steps.length === n) {
-      const e = last!.entry;
+    if (path.length === n) {
+      const e = last!;
       if (!e.hasRateLimit && e.hasChildren) {
         return [
           `${showEntry(e)} (${e.source.file}:${e.line}) has no rate_limit: it only holds nested descriptors, so a request must carry more entries to be limited by them`,
@@ -202,17 +224,17 @@ export class Explainer {
         `${showEntry(e)} (${e.source.file}:${e.line}) has no rate_limit: requests matching it are never limited`,
       ];
     }
-    if (last !== undefined && !last.entry.hasChildren) {
+    if (last !== undefined && !last.hasChildren) {
       return [
-        `the request has ${n} entries but the config under ${showEntry(last.entry)} (${last.entry.source.file}:${last.entry.line}) is only ${last.depth} level(s) deep; a rule matches only a request of its own depth`,
+        `the request has ${n} entries but the config under ${showEntry(last)} (${last.source.file}:${last.line}) is only ${path.length} level(s) deep; a rule matches only a request of its own depth`,
       ];
     }
-    const level = last === undefined ? (this.index.roots.get(domain) ?? []) : last.entry.children;
-    const req = entries[steps.length]!;
+    const level = last === undefined ? (this.index.roots.get(domain) ?? []) : last.children;
+    const req = entries[path.length]!;
     const shown = level.slice(0, 12).map(showEntry).join(', ');
     const more = level.length > 12 ? ` and ${level.length - 12} more` : '';
     return [
-      `level ${steps.length + 1}: no entry matches ${req.key}=${req.value}; entries at this level: ${shown}${more}`,
+      `level ${path.length + 1}: no entry matches ${req.key}=${req.value}; entries at this level: ${shown}${more}`,
     ];
   }
 
@@ -247,17 +269,23 @@ export class Explainer {
           ],
         };
       }
-      const steps = this.walk(domain, entries);
+      const path = this.walk(domain, entries);
+      const steps: LevelStep[] = path.map((e, k) => ({
+        depth: k + 1,
+        request: entries[k]!,
+        how: howMatched(e, entries[k]!),
+        entry: refOf(e),
+      }));
       if (!m) {
         return {
           descriptor: entries,
           matched: false,
           steps,
           counted: false,
-          reasons: this.whyNoMatch(domain, entries, steps),
+          reasons: this.whyNoMatch(domain, entries, path),
         };
       }
-      const entry = steps[steps.length - 1]!.entry;
+      const entry = path[path.length - 1]!;
       const rule = this.ruleOf(m.rule, entry);
       const reasons: string[] = [];
       const by = m.rule.name === '' ? undefined : replacedBy.get(m.rule.name);
@@ -318,7 +346,7 @@ export function formatExplanations(domain: string, list: readonly DescriptorExpl
     out.push(`descriptor ${i + 1}: ${show(x.descriptor)} (domain ${domain})`);
     for (const s of x.steps) {
       out.push(
-        `  level ${s.depth}: ${s.request.key}=${s.request.value} matches ${showEntry(s.entry)} — ${HOW[s.how]} — ${s.entry.source.file}:${s.entry.line} ${s.entry.field}`,
+        `  level ${s.depth}: ${s.request.key}=${s.request.value} matches ${showEntry(s.entry)} — ${HOW[s.how]} — ${s.entry.file}:${s.entry.line} ${s.entry.field}`,
       );
     }
     if (x.rule) {
