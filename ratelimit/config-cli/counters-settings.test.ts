@@ -139,3 +139,34 @@ t.test(
     t.equal(refused.code, 2, 'without REDIS_TLS the TLS port does not answer');
   },
 );
+
+t.test(
+  'a Redis that accepts connections but never answers ends the command with exit 2, no hang',
+  async (t) => {
+    const redis = await startRedis();
+    t.teardown(async () => {
+      process.kill(redis.pid, 'SIGCONT');
+      await redis.stop();
+    });
+    process.kill(redis.pid, 'SIGSTOP');
+    const started = Date.now();
+    const r = await runInProcess(
+      [
+        'counters',
+        'get',
+        '--config',
+        CONFIG,
+        '--domain',
+        'example',
+        '--descriptor',
+        DESCRIPTOR,
+        '--timeout',
+        '1',
+      ],
+      { REDIS_SOCKET_TYPE: 'tcp', REDIS_URL: redis.url },
+    );
+    t.equal(r.code, 2, r.stderr);
+    t.match(r.stderr, /could not connect to redis|no answer from redis/);
+    t.ok(Date.now() - started < 30_000, `ended after ${Date.now() - started} ms`);
+  },
+);

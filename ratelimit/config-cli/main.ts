@@ -228,8 +228,10 @@ async function counters(args: string[], io: Io): Promise<number> {
   const client = new CounterClient(settings);
   try {
     const timeoutMs = values.timeout === undefined ? 10_000 : Number(values.timeout) * 1000;
+    if (!(timeoutMs > 0)) throw new UsageError('--timeout must be a positive number of seconds');
     await client.start(timeoutMs);
-    const readings = await client.read(list, reset);
+    // A Redis that accepts the connection and then stops answering must not hang the command.
+    const readings = await withDeadline(client.read(list, reset), timeoutMs, 'reading the counters');
     if (format === 'json')
       io.out(JSON.stringify({ domain: values.domain, counters: readings }, null, 2) + '\n');
     else io.out(formatReadings(list, readings));
@@ -237,6 +239,14 @@ async function counters(args: string[], io: Io): Promise<number> {
   } finally {
     await client.close();
   }
+}
+
+function withDeadline<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: no answer from redis within ${ms} ms`)), ms);
+  });
+  return Promise.race([p, expired]).finally(() => clearTimeout(timer));
 }
 
 /** Runs one command line; resolves with the exit status. */
