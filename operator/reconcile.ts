@@ -2,7 +2,8 @@
 // verdict per resource. A pure function of the API objects, so every replica computes the same
 // snapshot, hence the same content-hashed version.
 //
-// The domain rule (docs/operator.md): a domain belongs to the OLDEST resource that claims it
+// The domain rule (docs/operator.md; one definition in ratelimit/config resolveDomainClaims, shared
+// with the ratelimit-config command line): a domain belongs to the OLDEST resource that claims it
 // (creationTimestamp, then namespace/name). Other resources claiming it get Accepted=False with reason
 // DomainConflict naming the owner, unless both the owner and they set spec.mergeDomain: true; then
 // their descriptors are appended to the owner's, oldest first, and a top-level descriptor (key and
@@ -12,7 +13,14 @@
 // at all; every other domain keeps serving.
 import { resourceFromDocument, type Resource } from '../control-plane/index.js';
 import { fieldsLostOverXds } from '../proto/index.js';
-import { compileConfig, ConfigError, validateDocument } from '../ratelimit/config/index.js';
+import {
+  compareClaimAge,
+  compileConfig,
+  ConfigError,
+  resolveDomainClaims,
+  validateDocument,
+  type DomainClaim,
+} from '../ratelimit/config/index.js';
 import { objectKey, type RateLimitConfigObject } from './resource.js';
 
 export type AcceptedReason = 'Accepted' | 'Invalid' | 'DomainConflict' | 'DescriptorConflict';
@@ -64,13 +72,12 @@ function creationTime(o: RateLimitConfigObject): number {
   return Number.isNaN(t) ? Number.MAX_SAFE_INTEGER : t;
 }
 
-/** Oldest first; ties (second resolution) by namespace/name. */
+/** Oldest first; ties (second resolution) by namespace/name (the domain rule's order, ratelimit/config). */
 export function byAge(a: RateLimitConfigObject, b: RateLimitConfigObject): number {
-  const d = creationTime(a) - creationTime(b);
-  if (d !== 0) return d;
-  const ka = objectKey(a);
-  const kb = objectKey(b);
-  return ka < kb ? -1 : ka > kb ? 1 : 0;
+  return compareClaimAge(
+    { key: objectKey(a), createdMs: creationTime(a), domain: '', mergeDomain: false },
+    { key: objectKey(b), createdMs: creationTime(b), domain: '', mergeDomain: false },
+  );
 }
 
 /** The ratelimit document of a resource: spec without the operator's own fields. */
@@ -79,30 +86,21 @@ export function specDocument(o: RateLimitConfigObject): Record<string, unknown> 
   return doc;
 }
 
-/** The reference's composite key of a descriptor entry: `key`, or `key_value` when value is set. */
-function compositeKeyOf(d: unknown): string {
-  const e = d as { key?: unknown; value?: unknown };
-  const value = typeof e.value === 'string' ? e.value : '';
-  return value === '' ? String(e.key) : `${String(e.key)}_${value}`;
-}
-
 function errorsMessage(errors: readonly Error[]): string {
   const shown = errors.slice(0, MAX_ERRORS).map((e) => e.message);
   const more = errors.length > MAX_ERRORS ? ` (and ${errors.length - MAX_ERRORS} more)` : '';
   return shown.join('; ') + more;
 }
 
-interface Member {
+interface Member extends DomainClaim {
   readonly obj: RateLimitConfigObject;
-  readonly key: string;
   readonly doc: { domain: string; descriptors?: unknown[] };
-  readonly merge: boolean;
 }
 
 export function reconcile(objects: readonly RateLimitConfigObject[]): ReconcileResult {
   const verdicts = new Map<string, Verdict>();
   const contents = new Map<string, number>();
-  const byDomain = new Map<string, Member[]>();
+  const members: Member[] = [];
   const live = objects.filter((o) => o.metadata.deletionTimestamp === undefined).sort(byAge);
 
   for (const obj of live) {
@@ -130,61 +128,30 @@ export function reconcile(objects: readonly RateLimitConfigObject[]): ReconcileR
       });
       continue;
     }
-    const member: Member = {
+    const d = doc as Member['doc'];
+    members.push({
       obj,
       key,
-      doc: doc as Member['doc'],
-      merge: obj.spec?.mergeDomain === true,
-    };
-    let list = byDomain.get(member.doc.domain);
-    if (!list) byDomain.set(member.doc.domain, (list = []));
-    list.push(member);
+      doc: d,
+      createdMs: creationTime(obj),
+      domain: d.domain,
+      descriptors: d.descriptors,
+      mergeDomain: obj.spec?.mergeDomain === true,
+    });
   }
 
   const resources: Resource[] = [];
-  for (const [domain, members] of byDomain) {
-    const owner = members[0];
-    const merged: Member[] = [owner];
-    // top-level composite key -> the member that defined it
-    const definedBy = new Map<string, string>();
-    for (const d of owner.doc.descriptors ?? []) definedBy.set(compositeKeyOf(d), owner.key);
-    for (const m of members.slice(1)) {
-      const generation = m.obj.metadata.generation ?? 0;
-      if (!owner.merge || !m.merge) {
-        verdicts.set(m.key, {
-          key: m.key,
-          generation,
-          domain,
-          accepted: false,
-          reason: 'DomainConflict',
-          message: owner.merge
-            ? `domain "${domain}" belongs to ${owner.key} (the oldest resource claiming it), which shares it: set spec.mergeDomain: true to merge into it`
-            : `domain "${domain}" belongs to ${owner.key} (the oldest resource claiming it); to share a domain both must set spec.mergeDomain: true`,
-        });
-        continue;
-      }
-      const clash = (m.doc.descriptors ?? [])
-        .map((d) => ({ ck: compositeKeyOf(d), by: definedBy.get(compositeKeyOf(d)) }))
-        .find((c) => c.by !== undefined);
-      if (clash) {
-        verdicts.set(m.key, {
-          key: m.key,
-          generation,
-          domain,
-          accepted: false,
-          reason: 'DescriptorConflict',
-          message: `descriptor '${clash.ck}' of shared domain "${domain}" is already defined by ${clash.by}`,
-        });
-        continue;
-      }
-      for (const d of m.doc.descriptors ?? []) definedBy.set(compositeKeyOf(d), m.key);
-      merged.push(m);
+  for (const { domain, members: merged, rejected, document } of resolveDomainClaims(members)) {
+    for (const { claim: m, reason, message } of rejected) {
+      verdicts.set(m.key, {
+        key: m.key,
+        generation: m.obj.metadata.generation ?? 0,
+        domain,
+        accepted: false,
+        reason,
+        message,
+      });
     }
-
-    const document = {
-      domain,
-      descriptors: merged.flatMap((m) => m.doc.descriptors ?? []),
-    };
     try {
       compileConfig([{ name: domain, document }]);
     } catch (err) {
