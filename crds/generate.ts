@@ -148,7 +148,11 @@ function conditionSchema(): Json {
     type: 'object',
     required: ['type', 'status', 'lastTransitionTime', 'reason', 'message'],
     properties: {
-      type: { description: 'Accepted or Programmed.', type: 'string', maxLength: 316 },
+      type: {
+        description: 'Accepted, Programmed, Ready, Stalled or Reconciling.',
+        type: 'string',
+        maxLength: 316,
+      },
       status: { description: 'True, False or Unknown.', type: 'string', enum: ['True', 'False', 'Unknown'] },
       observedGeneration: {
         description: 'metadata.generation the condition was set for.',
@@ -205,9 +209,29 @@ function statusSchema(): Json {
         },
       },
       podsAcked: { description: 'acked/connected, for the printer column.', type: 'string' },
+      servedGeneration: {
+        description:
+          'The generation pods are served: observedGeneration when accepted, the last accepted generation while a newer one is rejected; absent when the resource is not served.',
+        type: 'integer',
+        format: 'int64',
+      },
+      lastAccepted: {
+        description:
+          'The last accepted generation and its spec (JSON), kept so that a rejected edit never removes protection: it is served until a newer generation is accepted.',
+        type: 'object',
+        required: ['generation', 'spec'],
+        properties: {
+          generation: {
+            description: 'metadata.generation of the accepted spec.',
+            type: 'integer',
+            format: 'int64',
+          },
+          spec: { description: 'The accepted spec, as JSON.', type: 'string' },
+        },
+      },
       conditions: {
         description:
-          'Accepted (valid and owning or merged into its domain) and Programmed (ACKed by every pod).',
+          'Accepted (valid and owning or merged into its domain), Programmed (ACKed by every pod), Ready (both, for this generation; kstatus), and Stalled or Reconciling while True (kstatus).',
         type: 'array',
         items: conditionSchema(),
         'x-kubernetes-list-type': 'map',

@@ -21,6 +21,7 @@ import {
   silentLogger,
 } from '../control-plane/index.js';
 import { RATELIMIT_CONFIG_TYPE_URL } from '../proto/index.js';
+import type { DomainPolicy } from './domain-policy.js';
 import { reconcile, type ReconcileResult } from './reconcile.js';
 import { Reflector } from './reflector.js';
 import {
@@ -68,6 +69,8 @@ export interface ControllerOptions {
   /** Re-check every status this often (default 60 s), as a safety net. */
   readonly resyncMs?: number;
   readonly identity?: string;
+  /** Which namespaces may claim which domains (--domain-policy); undefined: no restriction. */
+  readonly domainPolicy?: DomainPolicy;
 }
 
 interface Metrics {
@@ -150,12 +153,15 @@ export class RateLimitOperatorController {
   start(): void {
     const r = this.reflector;
     r.on('change', ({ old, new: cur }) => {
-      // Status-only changes (our own writes) do not change the snapshot.
+      // Status-only changes (our own writes) do not change the snapshot, except the last accepted
+      // generation: it is what a rejected generation falls back to.
       const specChanged =
         !old ||
         !cur ||
         old.metadata.generation !== cur.metadata.generation ||
-        old.metadata.deletionTimestamp !== cur.metadata.deletionTimestamp;
+        old.metadata.deletionTimestamp !== cur.metadata.deletionTimestamp ||
+        old.status?.lastAccepted?.generation !== cur.status?.lastAccepted?.generation ||
+        old.status?.lastAccepted?.spec !== cur.status?.lastAccepted?.spec;
       if (specChanged) this.queue.add(SNAPSHOT_KEY);
     });
     r.on('synced', () => this.queue.add(SNAPSHOT_KEY));
@@ -216,7 +222,7 @@ export class RateLimitOperatorController {
 
   private rebuildSnapshot(): void {
     if (!this.reflector.synced) return;
-    const result = reconcile(this.reflector.list());
+    const result = reconcile(this.reflector.list(), { policy: this.opts.domainPolicy });
     const snap = this.opts.cache.setDefaultSnapshot(result.resources);
     const version = snap.resourceSet(RATELIMIT_CONFIG_TYPE_URL).version;
     this.index.record(version, result.contents);

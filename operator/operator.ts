@@ -8,6 +8,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import { Registry } from 'prom-client';
 import { AdsServer, InMemorySnapshotCache, silentLogger, type Logger } from '../control-plane/index.js';
 import { RateLimitOperatorController } from './controller.js';
+import type { DomainPolicy } from './domain-policy.js';
 import { LeaderElector } from './leader.js';
 import { PodReporter, PodReports, reportStream } from './pod-report.js';
 
@@ -33,6 +34,8 @@ export interface OperatorOptions {
    */
   readonly podReportTtlMs?: number;
   readonly resyncMs?: number;
+  /** Which namespaces may claim which domains (--domain-policy); undefined: no restriction. */
+  readonly domainPolicy?: DomainPolicy;
   readonly logger?: Logger;
 }
 
@@ -132,6 +135,7 @@ export class RateLimitOperator {
       logger: this.log,
       resyncMs: opts.resyncMs,
       identity: this.identity,
+      domainPolicy: opts.domainPolicy,
     });
   }
 

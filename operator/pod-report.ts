@@ -152,6 +152,8 @@ export class PodReporter {
   private again = false;
   private closed = false;
   private lastError = '';
+  /** resourceVersion of our last write or read of the report (undefined: read before updating). */
+  private resourceVersion: string | undefined;
   /** Successful writes (for tests and metrics). */
   writes = 0;
 
@@ -227,19 +229,48 @@ export class PodReporter {
       },
     };
     try {
-      try {
-        // No resourceVersion: an unconditional update (only this replica writes this Lease).
-        await this.api.replaceNamespacedLease({ name: this.name, namespace, body });
-      } catch (err) {
-        if (statusCode(err) !== 404) throw err;
-        await this.api.createNamespacedLease({ namespace, body });
-      }
+      await this.put(body);
       this.writes++;
       this.lastError = '';
     } catch (err) {
       const msg = (err as Error).message;
       if (msg !== this.lastError) this.log.warn({ err: msg }, 'could not write the pod report; retrying');
       this.lastError = msg;
+    }
+  }
+
+  /**
+   * Writes the Lease with optimistic concurrency: a Lease cannot be updated without a resourceVersion
+   * (the API server answers 422 "must be specified for an update"), so every update carries the one
+   * of our last write (or of a fresh read), and a conflict re-reads and tries again.
+   */
+  private async put(body: V1Lease): Promise<void> {
+    const { namespace } = this.opts;
+    for (let attempt = 1; ; attempt++) {
+      if (this.resourceVersion === undefined) {
+        try {
+          const cur = await this.api.readNamespacedLease({ name: this.name, namespace });
+          this.resourceVersion = cur.metadata?.resourceVersion;
+        } catch (err) {
+          if (statusCode(err) !== 404) throw err;
+          const created = await this.api.createNamespacedLease({ namespace, body });
+          this.resourceVersion = created.metadata?.resourceVersion;
+          return;
+        }
+      }
+      try {
+        const updated = await this.api.replaceNamespacedLease({
+          name: this.name,
+          namespace,
+          body: { ...body, metadata: { ...body.metadata, resourceVersion: this.resourceVersion } },
+        });
+        this.resourceVersion = updated.metadata?.resourceVersion;
+        return;
+      } catch (err) {
+        this.resourceVersion = undefined; // read again (or create) next time
+        const code = statusCode(err);
+        if ((code !== 409 && code !== 404) || attempt >= 3) throw err;
+      }
     }
   }
 }

@@ -251,7 +251,7 @@ t.test('Programmed needs every connected pod to ACK a version containing this ge
   );
 });
 
-t.test('a rejected resource is Programmed=False NotAccepted', async (t) => {
+t.test('a rejected resource is Programmed=False NotAccepted, Ready=False and Stalled', async (t) => {
   const r = reconcile([rlc('bad', { domain: '' })]);
   const s = desiredStatus({
     verdict: r.verdicts.get('default/bad')!,
@@ -266,6 +266,8 @@ t.test('a rejected resource is Programmed=False NotAccepted', async (t) => {
     [
       ['Accepted', 'False', 'Invalid'],
       ['Programmed', 'False', 'NotAccepted'],
+      ['Ready', 'False', 'Invalid'],
+      ['Stalled', 'True', 'Invalid'],
     ],
   );
   t.equal(s.conditions![0].message, 'default/bad: domain: config file cannot have empty domain');
