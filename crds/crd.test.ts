@@ -78,6 +78,7 @@ t.test('the descriptor tree is unrolled to a fixed depth, with CEL on the first 
     list = item.properties.descriptors;
   }
   t.same(list.items, { type: 'object', 'x-kubernetes-preserve-unknown-fields': true });
+  t.equal(list.maxItems, 0, `no level below ${DESCRIPTOR_DEPTH}: the tree's depth limit`);
   const rl = spec.properties.descriptors.items.properties.rate_limit;
   const messages = rl['x-kubernetes-validations'].map((r: any) => r.message);
   t.ok(messages.includes('should not specify rate limit unit when unlimited'));

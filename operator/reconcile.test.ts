@@ -89,9 +89,9 @@ t.test(
   },
 );
 
-t.test('validation reaches below the CRD-unrolled depth', async (t) => {
-  let tree: Record<string, unknown> = { key: 'k9', rate_limit: { requests_per_unit: 1 } };
-  for (let i = 8; i >= 1; i--) tree = { key: `k${i}`, descriptors: [tree] };
+t.test('validation reaches below the CRD-unrolled CEL levels', async (t) => {
+  let tree: Record<string, unknown> = { key: 'k8', rate_limit: { requests_per_unit: 1 } };
+  for (let i = 7; i >= 1; i--) tree = { key: `k${i}`, descriptors: [tree] };
   const r = reconcile([rlc('deep', { domain: 'deep', descriptors: [tree] })]);
   t.equal(r.verdicts.get('default/deep')?.reason, 'Invalid');
   t.match(r.verdicts.get('default/deep')?.message, /invalid rate limit unit ''/);

@@ -7,3 +7,11 @@ export { validateDocument } from './validate.js';
 export { UNITS, UNIT_NUMBER, UNIT_SECONDS, parseUnit, unitFromNumber } from './units.js';
 export { buildConfigInSlices, type CheckedDocument } from './matcher.js';
 export { checkDocument } from './validate.js';
+export {
+  MAX_DESCRIPTOR_DEPTH,
+  DESCRIPTOR_DEPTH_MESSAGE,
+  MAX_YAML_NESTING,
+  descriptorTooDeep,
+  yamlNesting,
+  yamlTooDeepMessage,
+} from './depth.js';
