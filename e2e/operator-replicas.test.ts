@@ -309,6 +309,20 @@ t.test(
     t.notOk(podB.app.service.getConfig()?.hasDomain('refused'), 'pod-b kept its last good config');
     const after = await api.readNamespacedLease({ name: reportName, namespace: 'default' });
     t.equal(after.metadata?.uid, created.metadata?.uid, 'still the same report');
+
+    // Someone else writes the report (its resourceVersion moves on): the follower's next write meets a
+    // conflict, re-reads and updates it again.
+    after.metadata!.annotations![REPORT_ANNOTATION] = '[]';
+    await api.replaceNamespacedLease({ name: reportName, namespace: 'default', body: after });
+    await waitFor(
+      'the follower to rewrite its report after a conflict',
+      async () => {
+        const l = await api.readNamespacedLease({ name: reportName, namespace: 'default' });
+        const pods = JSON.parse(l.metadata!.annotations![REPORT_ANNOTATION]);
+        return pods.length === 1 && pods[0].n === 'pod-b' && l.metadata?.uid === created.metadata?.uid;
+      },
+      FOLLOWER_REPORT_TTL_MS,
+    );
     const stillShared = await getRlc(kube.kubeConfig, 'shared');
     t.equal(stillShared.status?.podsAcked, '2/2', 'pod-b still runs a version with shared in it');
 

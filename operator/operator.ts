@@ -10,7 +10,8 @@ import { AdsServer, InMemorySnapshotCache, silentLogger, type Logger } from '../
 import { RateLimitOperatorController } from './controller.js';
 import type { DomainPolicy } from './domain-policy.js';
 import { LeaderElector } from './leader.js';
-import { PodReporter, PodReports, reportStream } from './pod-report.js';
+import { PodReports, reportStream } from './pod-report.js';
+import { PodReporter } from './pod-reporter.js';
 
 export interface OperatorOptions {
   readonly kubeConfig: KubeConfig;
