@@ -304,3 +304,17 @@ t.test(
     for (const c of nacked.conditions!) t.equal(c.observedGeneration, 1);
   },
 );
+
+t.test('a spec too large to keep twice has no lastAccepted (removed from status)', async (t) => {
+  const many = Array.from({ length: 128 }, (_, i) => ({
+    key: `k${i}`,
+    descriptors: Array.from({ length: 64 }, (_, j) => ({
+      key: `${'x'.repeat(40)}-${j}`,
+      rate_limit: { unit: 'second', requests_per_unit: 1 },
+    })),
+  }));
+  const { r } = served([rlc('big', { domain: 'big', descriptors: many })]);
+  t.equal(r.verdicts.get('default/big')?.accepted, true);
+  t.equal(r.verdicts.get('default/big')?.lastAccepted, null);
+  t.equal(status(r, 'default/big').lastAccepted, null);
+});

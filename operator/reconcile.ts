@@ -44,8 +44,11 @@ export interface Verdict {
    * one is rejected; undefined when the resource is not served.
    */
   readonly servedGeneration?: number;
-  /** What status.lastAccepted should hold (the served generation and its spec); undefined: keep as is. */
-  readonly lastAccepted?: LastAccepted;
+  /**
+   * What status.lastAccepted should hold (the served generation and its spec); null: remove it (a spec
+   * too large to keep twice in one object); undefined: keep it as it is.
+   */
+  readonly lastAccepted?: LastAccepted | null;
 }
 
 /** The last accepted generation of a resource and its spec as JSON, kept in status as the fallback. */
@@ -164,6 +167,17 @@ function check(
     };
   }
   return { doc: doc as Member['doc'] };
+}
+
+/**
+ * The spec is kept a second time in status: past this size it is not (an object is at most 1.5 MiB in
+ * etcd), and such a resource has no fallback.
+ */
+export const MAX_LAST_ACCEPTED_SPEC = 512 * 1024;
+
+function lastAcceptedFor(generation: number, spec: Record<string, unknown>): LastAccepted | null {
+  const text = JSON.stringify(spec);
+  return text.length <= MAX_LAST_ACCEPTED_SPEC ? { generation, spec: text } : null;
 }
 
 /** status.lastAccepted of an object, parsed; undefined when absent or malformed. */
@@ -334,7 +348,7 @@ export function reconcile(
             : `domain "${domain}" is served`) + lostFieldsMessage(lostFields),
         lostFields,
         servedGeneration: m.generation,
-        lastAccepted: { generation: m.generation, spec: JSON.stringify(m.spec) },
+        lastAccepted: lastAcceptedFor(m.generation, m.spec),
       });
     }
   }

@@ -24,7 +24,7 @@ export interface RateLimitConfigStatus {
   /** The generation pods are served (the last accepted one while a newer one is rejected). */
   servedGeneration?: number | null;
   /** The last accepted generation and its spec (JSON): served while a newer generation is rejected. */
-  lastAccepted?: { generation: number; spec: string };
+  lastAccepted?: { generation: number; spec: string } | null;
   conditions?: Condition[];
 }
 

@@ -140,7 +140,7 @@ export function desiredStatus(input: DesiredStatusInput): RateLimitConfigStatus 
     // null removes a field under the merge patch the status is written with.
     version: served !== undefined ? input.version : null,
     servedGeneration: served ?? null,
-    ...(v.lastAccepted
+    ...(v.lastAccepted !== undefined
       ? { lastAccepted: v.lastAccepted }
       : input.previous?.lastAccepted
         ? { lastAccepted: input.previous.lastAccepted }
