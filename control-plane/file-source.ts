@@ -12,7 +12,14 @@ import { existsSync, readdirSync, readFileSync, statSync, watch, type FSWatcher 
 import { join, relative } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { fieldsLostOverXds } from '../proto/index.js';
-import { compileConfig, type LoadOptions, type ParsedConfigSource } from '../ratelimit/config/index.js';
+import {
+  compileConfig,
+  MAX_YAML_NESTING,
+  yamlNesting,
+  yamlTooDeepMessage,
+  type LoadOptions,
+  type ParsedConfigSource,
+} from '../ratelimit/config/index.js';
 import { DEFAULT_NODE, type SnapshotCache } from './cache.js';
 import { resourceFromDocument } from './resources.js';
 import { silentLogger, type Logger } from './server.js';
@@ -62,6 +69,9 @@ export interface FileConfigSource extends ParsedConfigSource {
 
 /** Parses one file into config sources: custom resources (spec) or plain ratelimit documents. */
 export function parseConfigFile(displayName: string, text: string): FileConfigSource[] {
+  // Bounded before it is composed (the YAML library recurses), with the service's message.
+  const nesting = yamlNesting(text);
+  if (nesting > MAX_YAML_NESTING) throw new Error(`${displayName}: ${yamlTooDeepMessage(nesting)}`);
   const docs = parseAllDocuments(text);
   const out: FileConfigSource[] = [];
   const multi = docs.length > 1;

@@ -14,8 +14,10 @@ import {
   type TlsFiles,
 } from '../control-plane/index.js';
 import { RateLimitOperatorController } from './controller.js';
+import type { DomainPolicy } from './domain-policy.js';
 import { LeaderElector } from './leader.js';
-import { PodReporter, PodReports, reportStream } from './pod-report.js';
+import { PodReports, reportStream } from './pod-report.js';
+import { PodReporter } from './pod-reporter.js';
 
 export interface OperatorOptions {
   readonly kubeConfig: KubeConfig;
@@ -41,6 +43,8 @@ export interface OperatorOptions {
    */
   readonly podReportTtlMs?: number;
   readonly resyncMs?: number;
+  /** Which namespaces may claim which domains (--domain-policy); undefined: no restriction. */
+  readonly domainPolicy?: DomainPolicy;
   readonly logger?: Logger;
 }
 
@@ -141,6 +145,7 @@ export class RateLimitOperator {
       logger: this.log,
       resyncMs: opts.resyncMs,
       identity: this.identity,
+      domainPolicy: opts.domainPolicy,
     });
   }
 

@@ -30,6 +30,12 @@ Options:
   --pod-report-ttl <ms>            with leader election: this replica's report of its pods (a Lease
                                    <leader-election-id>-pods-<identity>) counts this long after its
                                    last renewal; renewed every third of it (default 30000)
+  --domain-policy <rules>          tenant isolation: which namespaces may claim which domains, as
+                                   <namespace>=<pattern>[,<pattern>...] entries separated by ";"
+                                   (namespace * = every namespace; in a pattern * matches anything and
+                                   {namespace} is the resource's namespace), e.g.
+                                   "team-a=checkout,checkout-*;*={namespace}-*". Default: $DOMAIN_POLICY,
+                                   else none (any namespace may claim any domain)
   --log-level <level>              trace, debug, info, warn, error (default info)
   -h, --help                       show this help
 `;
@@ -53,6 +59,7 @@ export const USAGE_FLAGS = [
   '--identity',
   '--resync',
   '--pod-report-ttl',
+  '--domain-policy',
   '--log-level',
   '--help',
 ];

@@ -1,6 +1,7 @@
 // The rule for a domain claimed by several documents (docs/operator.md, "The domain rule"), as a pure
 // function so the operator and the ratelimit-config command line decide the same way:
-// a domain belongs to the OLDEST claim (creation time, then key). Another claim of it is a
+// a domain belongs to the INCUMBENT claim (the operator's: a resource whose last accepted generation already
+// serves the domain), else to the OLDEST claim (creation time, then key). Another claim of it is a
 // DomainConflict unless both the owner and it set mergeDomain; then its top-level descriptors are
 // appended, oldest first, and a top-level composite key an older member already defines makes the
 // newer claim a DescriptorConflict, as a whole.
@@ -14,6 +15,11 @@ export interface DomainClaim {
   readonly domain: string;
   readonly descriptors?: readonly unknown[];
   readonly mergeDomain: boolean;
+  /**
+   * This claim already serves the domain (the operator: its last accepted generation claims it), so it holds
+   * the domain against claims that arrive by an edit, whatever their ages. Files in Git have none.
+   */
+  readonly incumbent?: boolean;
 }
 
 export interface RejectedClaim<C extends DomainClaim> {
@@ -48,10 +54,15 @@ function compositeKeyOf(d: unknown): string {
   return compositeKey(String(e.key), typeof e.value === 'string' ? e.value : undefined);
 }
 
+/** Incumbents first, then oldest first. */
+function compareClaims(a: DomainClaim, b: DomainClaim): number {
+  return Number(b.incumbent === true) - Number(a.incumbent === true) || compareClaimAge(a, b);
+}
+
 /** Groups valid claims by domain and applies the rule; one resolution per domain, in first-claim order. */
 export function resolveDomainClaims<C extends DomainClaim>(claims: readonly C[]): DomainResolution<C>[] {
   const byDomain = new Map<string, C[]>();
-  for (const c of [...claims].sort(compareClaimAge)) {
+  for (const c of [...claims].sort(compareClaims)) {
     let list = byDomain.get(c.domain);
     if (!list) byDomain.set(c.domain, (list = []));
     list.push(c);
@@ -61,6 +72,7 @@ export function resolveDomainClaims<C extends DomainClaim>(claims: readonly C[])
     const owner = claimsOfDomain[0]!;
     const members: C[] = [owner];
     const rejected: RejectedClaim<C>[] = [];
+    const why = owner.incumbent ? 'which serves it' : 'the oldest resource claiming it';
     // top-level composite key -> the claim that defined it
     const definedBy = new Map<string, string>();
     for (const d of owner.descriptors ?? []) definedBy.set(compositeKeyOf(d), owner.key);
@@ -70,8 +82,8 @@ export function resolveDomainClaims<C extends DomainClaim>(claims: readonly C[])
           claim: m,
           reason: 'DomainConflict',
           message: owner.mergeDomain
-            ? `domain "${domain}" belongs to ${owner.key} (the oldest resource claiming it), which shares it: set spec.mergeDomain: true to merge into it`
-            : `domain "${domain}" belongs to ${owner.key} (the oldest resource claiming it); to share a domain both must set spec.mergeDomain: true`,
+            ? `domain "${domain}" belongs to ${owner.key} (${why}), which shares it: set spec.mergeDomain: true to merge into it`
+            : `domain "${domain}" belongs to ${owner.key} (${why}); to share a domain both must set spec.mergeDomain: true`,
         });
         continue;
       }

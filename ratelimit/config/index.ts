@@ -15,3 +15,11 @@ export {
   type DomainResolution,
   type RejectedClaim,
 } from './domain-claims.js';
+export {
+  MAX_DESCRIPTOR_DEPTH,
+  DESCRIPTOR_DEPTH_MESSAGE,
+  MAX_YAML_NESTING,
+  descriptorTooDeep,
+  yamlNesting,
+  yamlTooDeepMessage,
+} from './depth.js';

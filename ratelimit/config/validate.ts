@@ -2,6 +2,7 @@
 // then the cross-field rules of schema.ts, with the reference's wording. Every door (YAML files,
 // xDS resources, custom resources) goes through here.
 import { Ajv, type ErrorObject } from 'ajv';
+import { DESCRIPTOR_DEPTH_MESSAGE, descriptorTooDeep } from './depth.js';
 import { ConfigError } from './errors.js';
 import { configSchema } from './schema.js';
 import { parseUnit } from './units.js';
@@ -227,6 +228,11 @@ export function checkDocument(
   document: unknown,
 ): { errors: ConfigError[]; document: ConfigDoc | undefined } {
   // An empty YAML file is an empty map to the reference: it then fails on the empty domain.
+  // Depth first: everything below walks the tree recursively.
+  const tooDeep = descriptorTooDeep(document);
+  if (tooDeep !== undefined) {
+    return { errors: [new ConfigError(name, tooDeep, DESCRIPTOR_DEPTH_MESSAGE)], document: undefined };
+  }
   const doc = dropNulls(document ?? {});
   const errors: ConfigError[] = [];
   if (!validateSchema(doc)) {

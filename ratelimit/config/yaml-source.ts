@@ -1,6 +1,7 @@
 // The YAML door: text -> plain document, with the checks that only make sense on YAML text
 // (syntax, non-string keys, floats) and the reference's (Go yaml.v2) reading of scalars.
 import { isAlias, isMap, isPair, isScalar, isSeq, parseAllDocuments, type Document, type Node } from 'yaml';
+import { MAX_YAML_NESTING, yamlNesting, yamlTooDeepMessage } from './depth.js';
 import { ConfigError } from './errors.js';
 import type { ConfigSource } from './types.js';
 
@@ -93,6 +94,8 @@ function checkFloat(source: string, node: ScalarNode, field: string): void {
 
 /** Parses one YAML source into a plain document (null for an empty file). Throws ConfigError. */
 export function parseYamlSource(src: ConfigSource): unknown {
+  const nesting = yamlNesting(src.yaml);
+  if (nesting > MAX_YAML_NESTING) throw new ConfigError(src.name, '', yamlTooDeepMessage(nesting));
   // YAML 1.1 like the reference's yaml.v2: yes/no/on/off are booleans, `<<` merges.
   const docs = parseAllDocuments(src.yaml, { version: '1.1', prettyErrors: true, merge: true });
   if (!Array.isArray(docs) || docs.length === 0) return null;
