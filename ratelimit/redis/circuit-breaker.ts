@@ -177,9 +177,10 @@ export class CircuitBreakerStore implements CounterStore {
     return out;
   }
 
+  /** Never rejects: a call that fails as a whole (e.g. REDIS_TIMEOUT) fails each of its ops. */
   private async innerEach(ops: readonly CounterOp[]): Promise<(number | Error)[]> {
-    if (this.inner.incrementEach) return this.inner.incrementEach(ops);
     try {
+      if (this.inner.incrementEach) return await this.inner.incrementEach(ops);
       return await this.inner.increment(ops);
     } catch (err) {
       return ops.map(() => err as Error);

@@ -135,7 +135,8 @@ export class RedisDeployment {
         return ops.map(() => err as Error);
       }
     }
-    return this.deadlines.bound(this.incrementClusterEach(ops));
+    // Bounded per slot group inside: a hung master must not time out the groups of the others.
+    return this.incrementClusterEach(ops);
   }
 
   /** One pipeline per hash slot, all sent at once; each slot's ops succeed or fail together. */
@@ -152,9 +153,11 @@ export class RedisDeployment {
     await Promise.all(
       [...slots.values()].map(async (idx) => {
         try {
-          const counts = await this.execClusterGroup(
-            c,
-            idx.map((i) => ops[i]),
+          const counts = await this.deadlines.bound(
+            this.execClusterGroup(
+              c,
+              idx.map((i) => ops[i]),
+            ),
           );
           for (let j = 0; j < idx.length; j++) out[idx[j]] = counts[j];
         } catch (err) {
