@@ -124,7 +124,10 @@ async function fleetRun() {
     // A counter half used in Redis before the outage: the pods do not know that count.
     const half = `half${Date.now()}`;
     for (let i = 0; i < LIMIT / 2; i++) {
-      await pods[i % 3].app.service.shouldRateLimit({ domain: 'down', descriptors: [descriptor(['k', half])] });
+      await pods[i % 3].app.service.shouldRateLimit({
+        domain: 'down',
+        descriptors: [descriptor(['k', half])],
+      });
     }
     await redis.kill();
     // Open every circuit first.
@@ -139,13 +142,19 @@ async function fleetRun() {
     const requests = LIMIT * 3;
     for (let i = 0; i < requests; i++) {
       const p = pods[Math.floor(Math.random() * pods.length)];
-      const r = await p.app.service.shouldRateLimit({ domain: 'down', descriptors: [descriptor(['k', value])] });
+      const r = await p.app.service.shouldRateLimit({
+        domain: 'down',
+        descriptors: [descriptor(['k', value])],
+      });
       if (r.overallCode === 'OK') admitted++;
     }
     let admittedAfterHalf = LIMIT / 2;
     for (let i = 0; i < requests; i++) {
       const p = pods[Math.floor(Math.random() * pods.length)];
-      const r = await p.app.service.shouldRateLimit({ domain: 'down', descriptors: [descriptor(['k', half])] });
+      const r = await p.app.service.shouldRateLimit({
+        domain: 'down',
+        descriptors: [descriptor(['k', half])],
+      });
       if (r.overallCode === 'OK') admittedAfterHalf++;
     }
     return {
@@ -164,8 +173,8 @@ async function fleetRun() {
 async function main() {
   const runs = Number(process.argv[2] ?? 3);
   const results: ({ run: number } & Awaited<ReturnType<typeof oneRun>> & {
-    fleet: Awaited<ReturnType<typeof fleetRun>>;
-  })[] = [];
+      fleet: Awaited<ReturnType<typeof fleetRun>>;
+    })[] = [];
   for (let r = 0; r < runs; r++) {
     const single = await oneRun();
     const fleet = await fleetRun();
