@@ -172,9 +172,11 @@ export class FixedWindowLimiter {
       if (typeof c === 'number') continue;
       const i = opIndex[j];
       const m = matches[i]!;
+      // Not a cache failure (e.g. a key the store refuses): the caller's error, whatever the mode.
+      if (!(c instanceof CacheError)) throw c;
       const mode = m.rule.failureMode ?? this.failure.mode;
       this.failureStats.byMode[mode].inc();
-      if (mode === 'error' || !(c instanceof CacheError)) throw c;
+      if (mode === 'error') throw c;
       if (decidedBy) decidedBy[i] = mode;
       statuses[i] = this.failureModeStatus(mode, m, ops[j], hits[i], now);
     }
