@@ -170,7 +170,59 @@ async function fleetRun() {
   }
 }
 
+/**
+ * `--overhead`: CPU per decision with Redis up, circuit breaker on vs off (a pass-through), in
+ * interleaved rounds of 20 000 in-process decisions, 16 in flight, 50 keys.
+ */
+async function overhead(rounds: number) {
+  const redis = await startRedis();
+  const on = await startTestApp({ files: { 'down.yaml': CONFIG }, env: env(redis.url) });
+  const off = await startTestApp({
+    files: { 'down.yaml': CONFIG },
+    env: env(redis.url, { REDIS_CIRCUIT_BREAKER_ENABLED: 'false' }),
+  });
+  const cpuPer = async (svc: TestApp) => {
+    let next = 0;
+    const n = 20_000;
+    const from = process.cpuUsage();
+    await Promise.all(
+      Array.from({ length: 16 }, async () => {
+        while (next < n) {
+          const i = next++;
+          await svc.app.service.shouldRateLimit({
+            domain: 'down',
+            descriptors: [descriptor(['k', `o${i % 50}`])],
+          });
+        }
+      }),
+    );
+    const c = process.cpuUsage(from);
+    return (c.user + c.system) / n;
+  };
+  const a: number[] = [];
+  const b: number[] = [];
+  try {
+    for (let r = 0; r < rounds; r++) {
+      a.push(await cpuPer(on));
+      b.push(await cpuPer(off));
+    }
+  } finally {
+    await on.close();
+    await off.close();
+    await redis.stop();
+  }
+  console.log(
+    JSON.stringify({
+      breakerOnUs: a.map(Math.round),
+      breakerOffUs: b.map(Math.round),
+      medianOnUs: Math.round(pct(a, 0.5)),
+      medianOffUs: Math.round(pct(b, 0.5)),
+    }),
+  );
+}
+
 async function main() {
+  if (process.argv[2] === '--overhead') return overhead(Number(process.argv[3] ?? 5));
   const runs = Number(process.argv[2] ?? 3);
   const results: ({ run: number } & Awaited<ReturnType<typeof oneRun>> & {
       fleet: Awaited<ReturnType<typeof fleetRun>>;
