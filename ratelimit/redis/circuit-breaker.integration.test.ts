@@ -192,10 +192,17 @@ t.test(
     t.teardown(() => redis.stop());
     const svc = await startTestApp({
       files: { 'cb.yaml': CONFIG },
-      env: env(redis, `cbe${process.pid}_`),
+      env: env(redis, `cbe${process.pid}_`, { USE_PROMETHEUS: 'true', PROMETHEUS_ADDR: '127.0.0.1:0' }),
     });
     t.teardown(() => svc.close());
     await svc.call({ domain: 'cb', descriptors: [descriptor(['k', 'warm'])] });
+    const scrape = async () =>
+      (await fetch(`http://127.0.0.1:${svc.app.statsPipeline.prometheus!.port}/metrics`)).text();
+    t.match(
+      await scrape(),
+      /ratelimit_redis_circuit_state\{deployment="REDIS",shard="all"\} 0/,
+      'gauge: closed',
+    );
 
     process.kill(redis.pid, 'SIGSTOP');
     let continued = false;
@@ -224,6 +231,18 @@ t.test(
     t.ok(snap['ratelimit.service.failure_mode.error'] >= 300, 'failure_mode.error counted');
     t.ok(snap['ratelimit.service.call.should_rate_limit.redis_error'] >= 300, 'still a redis_error');
     t.equal(snap['ratelimit.service.failure_mode.deny'], 1);
+    const metrics = await scrape();
+    t.match(
+      metrics,
+      /ratelimit_redis_circuit_state\{deployment="REDIS",shard="all"\} [12]/,
+      'Prometheus gauge: open',
+    );
+    t.match(metrics, /ratelimit_redis_circuit_open_total\{deployment="REDIS",shard="all"\} 1/, 'one opening');
+    t.match(
+      metrics,
+      /ratelimit_service_failure_mode_total\{mode="deny"\} 1/,
+      'failure-mode decisions by mode',
+    );
 
     process.kill(redis.pid, 'SIGCONT');
     continued = true;
