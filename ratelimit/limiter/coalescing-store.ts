@@ -112,9 +112,34 @@ export class CoalescingCounterStore implements CounterStore {
     const failAll = (err: unknown): void => {
       for (let j = 0; j < batches.length; j++) settle(j, err, true);
     };
-    if (this.inner.incrementEach) {
+    const inner = this.inner;
+    if (inner.incrementEach && inner.shardOf && ops.length > 1) {
+      // One call per shard, each settled on its own: a hung shard delays only its own keys.
+      const groups = new Map<string, number[]>();
+      for (let j = 0; j < ops.length; j++) {
+        const shard = inner.shardOf(ops[j]);
+        const g = groups.get(shard);
+        if (g) g.push(j);
+        else groups.set(shard, [j]);
+      }
+      if (groups.size > 1) {
+        this.counters.flushes += groups.size - 1;
+        for (const idx of groups.values()) {
+          inner.incrementEach(idx.map((j) => ops[j])).then(
+            (results) => {
+              for (let k = 0; k < idx.length; k++) settle(idx[k], results[k], results[k] instanceof Error);
+            },
+            (err: unknown) => {
+              for (const j of idx) settle(j, err, true);
+            },
+          );
+        }
+        return;
+      }
+    }
+    if (inner.incrementEach) {
       // Per-key settlement: a key whose shard failed fails only its own callers.
-      this.inner.incrementEach(ops).then((results) => {
+      inner.incrementEach(ops).then((results) => {
         for (let j = 0; j < batches.length; j++) {
           const r = results[j];
           settle(j, r, r instanceof Error);

@@ -93,6 +93,10 @@ export class CircuitBreakerStore implements CounterStore {
     return c;
   }
 
+  shardOf(op: CounterOp): string {
+    return this.inner.shardOf(op);
+  }
+
   /** The state of every shard seen so far. */
   states(): Record<string, CircuitState> {
     const out: Record<string, CircuitState> = {};
