@@ -12,7 +12,7 @@ import {
 import { createLogger } from './logging.js';
 import { MemcacheCounterStore } from './memcache/index.js';
 import { MemoryCounterStore } from './memory/index.js';
-import { RedisCounterStore } from './redis/index.js';
+import { CIRCUIT_STATE_VALUE, CircuitBreakerStore, RedisCounterStore } from './redis/index.js';
 import { FileConfigProvider, type ConfigUpdate } from './runtime/index.js';
 import { DebugServer, HealthChecker, RateLimitGrpcServer, RateLimitHttpServer } from './server/index.js';
 import { RateLimitService } from './service/index.js';
@@ -75,6 +75,7 @@ export class RateLimitApp {
       expirationJitterMaxSeconds: s.expirationJitterMaxSeconds,
       localCache: s.localCacheSizeInBytes > 0 ? new LocalOverLimitCache(s.localCacheSizeInBytes) : undefined,
       stopCacheKeyIncrementWhenOverlimit: s.stopCacheKeyIncrementWhenOverlimit,
+      failureMode: s.failureMode,
     });
     this.service = new RateLimitService({
       limiter,
@@ -89,6 +90,11 @@ export class RateLimitApp {
     this.health.add('sigterm', true);
     if (s.healthyWithAtLeastOneConfigLoaded) this.health.add('config', false);
     if (s.redisHealthCheckActiveConnection) this.health.addProbe('cache', () => this.store.isHealthy());
+    else if (this.store instanceof CircuitBreakerStore) {
+      // Not ready for the cache until Redis has answered once (a start without Redis goes on without it).
+      const store = this.store;
+      this.health.addProbe('cache', () => store.hasConnected());
+    }
   }
 
   private buildStore(): CounterStore {
@@ -96,8 +102,8 @@ export class RateLimitApp {
     switch (s.backendType) {
       case 'memory':
         return new MemoryCounterStore();
-      case 'redis':
-        return new RedisCounterStore({
+      case 'redis': {
+        const redis = new RedisCounterStore({
           settings: s.redis,
           tlsFiles: s.redisTlsFiles,
           perSecond: s.redisPerSecond
@@ -105,6 +111,22 @@ export class RateLimitApp {
             : undefined,
           logger: this.logger,
         });
+        // ratelimit.redis.<shard>.circuit_state: 0 closed, 1 half open, 2 open.
+        const gauges = this.stats;
+        return new CircuitBreakerStore(
+          redis,
+          s.redisCircuitBreaker,
+          {
+            onState: (shard, state, from) => {
+              gauges.gauge(circuitStatName(shard, 'circuit_state')).set(CIRCUIT_STATE_VALUE[state]);
+              if (state === 'open' && from === 'closed')
+                gauges.counter(circuitStatName(shard, 'circuit_open')).inc();
+            },
+          },
+          this.logger,
+          s.redisStartupWaitMs,
+        );
+      }
       case 'memcache':
         return new MemcacheCounterStore({ settings: s.memcache, logger: this.logger });
       default:
@@ -231,4 +253,12 @@ export class RateLimitApp {
     await this.statsPipeline.close();
     await this.tracing?.close();
   }
+}
+
+/** `REDIS 127.0.0.1:7000` -> `ratelimit.redis.REDIS.127_0_0_1_7000.<stat>` (the shard part is one label). */
+function circuitStatName(shard: string, stat: string): string {
+  const space = shard.indexOf(' ');
+  const deployment = space < 0 ? shard : shard.slice(0, space);
+  const node = space < 0 ? 'all' : shard.slice(space + 1).replace(/[.:|]/g, '_');
+  return `ratelimit.redis.${deployment}.${node}.${stat}`;
 }

@@ -130,6 +130,7 @@ function compileRule(
     unlimited,
     shadowMode,
     quotaMode: entry.quota_mode === true,
+    ...(entry.failure_mode === undefined ? {} : { failureMode: entry.failure_mode }),
     replaces,
     statKey,
     ...(entry.metadata === undefined ? {} : { metadata: Object.freeze({ ...entry.metadata }) }),

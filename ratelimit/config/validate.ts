@@ -27,6 +27,7 @@ export interface DescriptorDoc {
   readonly value_to_metric?: boolean;
   readonly share_threshold?: boolean;
   readonly quota_mode?: boolean;
+  readonly failure_mode?: 'error' | 'allow' | 'deny' | 'local';
   readonly metadata?: Readonly<Record<string, unknown>>;
   readonly descriptors?: readonly DescriptorDoc[];
 }
@@ -115,7 +116,14 @@ function schemaErrorToConfigError(name: string, doc: unknown, e: ErrorObject): C
     case 'minLength':
       return new ConfigError(name, field, emptyMessage(e.schemaPath, last));
     case 'pattern':
-      // Only rate_limit.unit carries a pattern.
+      if (last === 'failure_mode') {
+        return new ConfigError(
+          name,
+          field,
+          `invalid failure_mode '${goValue(valueAt(doc, e.instancePath))}' (one of: error, allow, deny, local)`,
+        );
+      }
+      // Otherwise rate_limit.unit.
       return new ConfigError(
         name,
         field,

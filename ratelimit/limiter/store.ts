@@ -20,6 +20,11 @@ export interface CounterStore {
    * there. The coalescing layer uses it to keep a merged batch's blast radius per key.
    */
   incrementEach?(ops: readonly CounterOp[]): Promise<(number | Error)[]>;
+  /**
+   * Optional: names the shard (deployment, cluster master) holding an op's key. The coalescing layer
+   * sends each shard its own call, so a slow or dead shard never delays another shard's decisions.
+   */
+  shardOf?(op: CounterOp): string;
   /** Current counts (0 when absent), without counting. */
   get(ops: readonly CounterOp[]): Promise<number[]>;
   /**

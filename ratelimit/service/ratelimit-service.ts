@@ -1,6 +1,6 @@
 // The ShouldRateLimit decision: validate the request, match each descriptor, count, aggregate.
 // Semantics follow the reference's service/ratelimit.go; deliberate differences are in the README.
-import type { LimitMatch, RateLimitConfig, RequestDescriptor, Unit } from '../config/index.js';
+import type { FailureMode, LimitMatch, RateLimitConfig, RequestDescriptor, Unit } from '../config/index.js';
 import type {
   WireDescriptor,
   WireDescriptorStatus,
@@ -109,7 +109,9 @@ export class RateLimitService {
       }
     }
 
-    const statuses = await this.opts.limiter.doLimit(req.domain, matches, req.hits);
+    // Filled only for descriptors a failure mode decided (the cache could not count them).
+    const decidedBy: (FailureMode | undefined)[] = [];
+    const statuses = await this.opts.limiter.doLimit(req.domain, matches, req.hits, decidedBy);
 
     let overLimit = false;
     let quotaCount = 0;
@@ -150,7 +152,9 @@ export class RateLimitService {
       this.opts.stats.service.globalShadowMode.inc();
     }
     if (this.opts.responseDynamicMetadata) {
-      response.dynamicMetadata = this.dynamicMetadata(req, matches, statuses);
+      response.dynamicMetadata = this.dynamicMetadata(req, matches, statuses, decidedBy);
+    } else if (decidedBy.length > 0) {
+      response.dynamicMetadata = toStruct({ failureMode: failureModesOf(decidedBy) });
     }
     return response;
   }
@@ -170,6 +174,7 @@ export class RateLimitService {
     req: ParsedRequest,
     matches: readonly (LimitMatch | undefined)[],
     statuses: readonly WireDescriptorStatus[],
+    decidedBy: readonly (FailureMode | undefined)[],
   ): unknown {
     const merged: Record<string, unknown> = {};
     for (let i = 0; i < matches.length; i++) {
@@ -184,8 +189,19 @@ export class RateLimitService {
     };
     if (req.hits.length > 0 && req.hits[0] !== 1) out.hitsAddend = req.hits[0];
     if (Object.keys(merged).length > 0) out.metadata = merged;
+    if (decidedBy.length > 0) out.failureMode = failureModesOf(decidedBy);
     return toStruct(out);
   }
+}
+
+/**
+ * The `failureMode` dynamic metadata: which failure mode decided (the cache could not count), e.g.
+ * `local`; several distinct modes in one request are joined with commas in descriptor order.
+ */
+function failureModesOf(decidedBy: readonly (FailureMode | undefined)[]): string {
+  let out = '';
+  for (const m of decidedBy) if (m !== undefined && !out.split(',').includes(m)) out += (out ? ',' : '') + m;
+  return out;
 }
 
 function parseUnit(u: unknown, where: string): Unit {

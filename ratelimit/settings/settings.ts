@@ -1,5 +1,6 @@
 // One typed settings object, parsed once from the environment at startup and passed down.
 // Names and defaults follow the reference service (envoyproxy/ratelimit src/settings/settings.go).
+import { FAILURE_MODES, type FailureMode } from '../config/types.js';
 import { EnvReader, SettingsError, type Env } from './env.js';
 
 export type ConfigType = 'FILE' | 'GRPC_XDS_SOTW';
@@ -104,6 +105,12 @@ export interface Settings {
   redisPerSecond: boolean;
   redisPerSecondSettings: RedisSettings;
   redisHealthCheckActiveConnection: boolean;
+  /** Ours (issue 14): the circuit breaker per Redis deployment and cluster shard. */
+  redisCircuitBreaker: { enabled: boolean; failureThreshold: number; probeIntervalMs: number };
+  /** Ours: how long startup waits for Redis before opening the listeners without it. */
+  redisStartupWaitMs: number;
+  /** Ours: what a descriptor gets when its counter cannot be counted (CACHE_FAILURE_MODE*). */
+  failureMode: { mode: FailureMode; localPods: number };
   memcache: {
     hostPort: string[];
     srv: string;
@@ -244,6 +251,16 @@ export function loadSettings(env: Env = process.env): Settings {
       '/var/run/nutcracker/ratelimitpersecond.sock',
     ),
     redisHealthCheckActiveConnection: r.bool('REDIS_HEALTH_CHECK_ACTIVE_CONNECTION', false),
+    redisCircuitBreaker: {
+      enabled: r.bool('REDIS_CIRCUIT_BREAKER_ENABLED', true),
+      failureThreshold: r.int('REDIS_CIRCUIT_BREAKER_FAILURES', 5, { min: 1 }),
+      probeIntervalMs: r.durationMs('REDIS_CIRCUIT_BREAKER_PROBE_INTERVAL', 500),
+    },
+    redisStartupWaitMs: r.durationMs('REDIS_STARTUP_WAIT', 10_000),
+    failureMode: {
+      mode: r.oneOf('CACHE_FAILURE_MODE', 'error', FAILURE_MODES),
+      localPods: r.int('CACHE_FAILURE_MODE_LOCAL_PODS', 1, { min: 1 }),
+    },
     memcache: {
       hostPort: r.list('MEMCACHE_HOST_PORT'),
       srv: r.string('MEMCACHE_SRV', ''),
@@ -294,6 +311,9 @@ export function loadSettings(env: Env = process.env): Settings {
       'GRPC_SERVER_TLS_CERT',
       'GRPC_SERVER_USE_TLS=true needs GRPC_SERVER_TLS_CERT and GRPC_SERVER_TLS_KEY',
     );
+  }
+  if (s.redisCircuitBreaker.probeIntervalMs < 10) {
+    throw new SettingsError('REDIS_CIRCUIT_BREAKER_PROBE_INTERVAL', 'must be at least 10ms');
   }
   if (s.memcache.hostPort.length > 0 && s.memcache.srv !== '') {
     throw new SettingsError('MEMCACHE_SRV', 'MEMCACHE_HOST_PORT and MEMCACHE_SRV are mutually exclusive');

@@ -17,6 +17,15 @@ export class Counter {
   }
 }
 
+/** A value that is set, not added to (e.g. a circuit state); flushed whole, every interval. */
+export class Gauge {
+  value = 0;
+  constructor(readonly name: string) {}
+  set(v: number): void {
+    this.value = v;
+  }
+}
+
 /**
  * Samples kept per flush interval per timer; past it, a uniform reservoir sample is kept (and the
  * sinks scale by the call count), so a flush costs the same at 100 or 100 000 calls per second.
@@ -100,6 +109,7 @@ export class ServiceStats {
 export class StatsStore {
   private readonly counters = new Map<string, Counter>();
   private readonly timers = new Map<string, Timer>();
+  private readonly gauges = new Map<string, Gauge>();
   private readonly rules = new Map<string, RuleStats>();
   private readonly notFound = new Map<string, Counter>();
   readonly service: ServiceStats;
@@ -115,6 +125,19 @@ export class StatsStore {
       this.counters.set(name, c);
     }
     return c;
+  }
+
+  gauge(name: string): Gauge {
+    let g = this.gauges.get(name);
+    if (!g) {
+      g = new Gauge(name);
+      this.gauges.set(name, g);
+    }
+    return g;
+  }
+
+  allGauges(): IterableIterator<Gauge> {
+    return this.gauges.values();
   }
 
   timer(name: string): Timer {
@@ -161,6 +184,7 @@ export class StatsStore {
   snapshot(): Record<string, number> {
     const out: Record<string, number> = {};
     for (const name of [...this.counters.keys()].sort()) out[name] = this.counters.get(name)!.value;
+    for (const name of [...this.gauges.keys()].sort()) out[name] = this.gauges.get(name)!.value;
     return out;
   }
 
