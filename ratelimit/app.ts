@@ -164,6 +164,8 @@ export class RateLimitApp {
           ignoreDotFiles: s.runtimeIgnoreDotFiles,
           watchRoot: s.runtimeWatchRoot,
           mergeDomainConfig: s.mergeDomainConfig,
+          yamlLimits: s.configYamlLimits,
+          parseTimeoutMs: s.configParseTimeoutMs,
         },
         (u) => this.applyConfig(u),
       );

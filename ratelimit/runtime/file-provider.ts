@@ -6,6 +6,7 @@ import { watch, type FSWatcher } from 'node:fs';
 import { readdir, readFile, realpath, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { buildConfigInSlices, type ConfigSource, type RateLimitConfig } from '../config/index.js';
+import type { YamlLimits } from '../config/yaml-source.js';
 import { YamlParser } from './yaml-parser.js';
 
 export interface FileProviderOptions {
@@ -16,6 +17,10 @@ export interface FileProviderOptions {
   watchRoot?: boolean;
   mergeDomainConfig?: boolean;
   pollIntervalMs?: number;
+  /** CONFIG_YAML_* bounds on each file. */
+  yamlLimits?: YamlLimits;
+  /** CONFIG_PARSE_TIMEOUT in ms (default 30 s). */
+  parseTimeoutMs?: number;
 }
 
 export type ConfigUpdate = { config: RateLimitConfig; sources: string[] } | { error: Error };
@@ -27,12 +32,14 @@ export class FileConfigProvider {
   private fingerprint = '';
   private running: Promise<void> = Promise.resolve();
   private closed = false;
-  private readonly parser = new YamlParser();
+  private readonly parser: YamlParser;
 
   constructor(
     private readonly opts: FileProviderOptions,
     private readonly onUpdate: (update: ConfigUpdate) => void,
-  ) {}
+  ) {
+    this.parser = new YamlParser({ limits: opts.yamlLimits, timeoutMs: opts.parseTimeoutMs });
+  }
 
   get directory(): string {
     return join(this.opts.root, this.opts.subdirectory ?? '', this.opts.appDirectory);
@@ -53,8 +60,9 @@ export class FileConfigProvider {
     clearTimeout(this.debounce);
     for (const w of this.watchers) w.close();
     this.watchers = [];
-    await this.running;
+    // The parser first: a parse in progress is abandoned, so closing never waits on a stuck file.
     await this.parser.close();
+    await this.running;
   }
 
   private watch(): void {
@@ -135,9 +143,9 @@ export class FileConfigProvider {
       // compile runs here in time slices, so decisions keep flowing during a reload.
       const documents = await this.parser.parse(sources);
       const config = await buildConfigInSlices(documents, this.opts.mergeDomainConfig === true);
-      this.onUpdate({ config, sources: files });
+      if (!this.closed) this.onUpdate({ config, sources: files });
     } catch (err) {
-      this.onUpdate({ error: err as Error });
+      if (!this.closed) this.onUpdate({ error: err as Error });
     }
   }
 }
