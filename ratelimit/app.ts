@@ -20,6 +20,9 @@ import type { Env, Settings } from './settings/index.js';
 import { StatsStore, createStatsPipeline, type StatsPipeline } from './stats/index.js';
 import { cacheSpanName, createTracing, type RateLimitTracing } from './tracing/index.js';
 
+/** How long shutdown lets in-flight calls finish (the README's drain time). */
+export const SHUTDOWN_DRAIN_MS = 10_000;
+
 export interface ConfigSource {
   start(): Promise<void>;
   close(): Promise<void>;
@@ -166,6 +169,7 @@ export class RateLimitApp {
           mergeDomainConfig: s.mergeDomainConfig,
           yamlLimits: s.configYamlLimits,
           parseTimeoutMs: s.configParseTimeoutMs,
+          logger: this.logger,
         },
         (u) => this.applyConfig(u),
       );
@@ -224,7 +228,7 @@ export class RateLimitApp {
   }
 
   /** Graceful stop: unhealthy first, then listeners finish in-flight calls, then the store closes. */
-  async close(deadlineMs = 10_000): Promise<void> {
+  async close(deadlineMs = SHUTDOWN_DRAIN_MS): Promise<void> {
     this.health.fail('sigterm');
     clearInterval(this.healthTimer);
     await Promise.all([this.grpc?.close(deadlineMs), this.http?.close(), this.debug?.close()]);

@@ -6,6 +6,7 @@ import { watch, type FSWatcher } from 'node:fs';
 import { readdir, readFile, realpath, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { buildConfigInSlices, type ConfigSource, type RateLimitConfig } from '../config/index.js';
+import type { Logger } from 'pino';
 import type { YamlLimits } from '../config/yaml-source.js';
 import { YamlParser } from './yaml-parser.js';
 
@@ -21,6 +22,8 @@ export interface FileProviderOptions {
   yamlLimits?: YamlLimits;
   /** CONFIG_PARSE_TIMEOUT in ms (default 30 s). */
   parseTimeoutMs?: number;
+  /** Says at debug level when a load starts (what a stuck reload was doing). */
+  logger?: Pick<Logger, 'debug'>;
 }
 
 export type ConfigUpdate = { config: RateLimitConfig; sources: string[] } | { error: Error };
@@ -136,6 +139,7 @@ export class FileConfigProvider {
   private async load(): Promise<void> {
     try {
       const files = await this.listFiles();
+      this.opts.logger?.debug(`loading config from ${files.length} files`);
       const sources: ConfigSource[] = await Promise.all(
         files.map(async (f) => ({ name: f, yaml: await readFile(f, 'utf8') })),
       );
