@@ -189,6 +189,7 @@ export class RateLimitApp {
       logger: this.logger,
       host: s.debugHost,
       port: s.debugPort,
+      pprofEnabled: s.debugPprofEnabled,
     });
     this.http = new RateLimitHttpServer({
       service: this.service,
