@@ -95,7 +95,9 @@ t.test('no secret appears in logs, errors or any debug, stats or API response', 
     );
   const get = async (url: string) => {
     const r = await fetch(url);
-    return `${r.status} ${JSON.stringify([...r.headers])} ${await r.text()}`;
+    const headers: string[] = [];
+    r.headers.forEach((v, k) => headers.push(`${k}: ${v}`));
+    return `${r.status} ${headers.join('\n')} ${await r.text()}`;
   };
   const ok = { domain: 'd', descriptors: [{ entries: [{ key: 'k', value: 'v' }] }] };
   outputs.push(await call(ok));

@@ -273,7 +273,9 @@ export class H2GrpcServer {
       try {
         req = entry.m.decode(message);
       } catch (err) {
-        trailersOnly(stream, Status.INTERNAL, `error parsing request: ${(err as Error).message}`);
+        // A caller's bad value in a well-formed message says so (grpcCode); malformed bytes are INTERNAL.
+        const code = (err as { grpcCode?: number }).grpcCode ?? Status.INTERNAL;
+        trailersOnly(stream, code, `error parsing request: ${(err as Error).message}`);
         return;
       }
       const ctx = new StreamContext(stream, headers);
