@@ -42,7 +42,7 @@ export interface RateLimitAppOptions {
 export class RateLimitApp {
   readonly settings: Settings;
   readonly logger: Logger;
-  readonly stats = new StatsStore();
+  readonly stats: StatsStore;
   /** Sinks and flushing of `stats`: StatsD, DogStatsD, the log or Prometheus. */
   readonly statsPipeline: StatsPipeline;
   /** OpenTelemetry; undefined when TRACING_ENABLED is false (then nothing is traced at all). */
@@ -60,6 +60,7 @@ export class RateLimitApp {
 
   constructor(private readonly opts: RateLimitAppOptions) {
     const s = (this.settings = opts.settings);
+    this.stats = new StatsStore({ maxUnknownDomains: s.stats.maxUnknownDomains });
     this.logger = opts.logger ?? createLogger({ level: s.logLevel, format: s.logFormat });
     this.store = opts.store ?? this.buildStore();
     this.statsPipeline = createStatsPipeline(s.stats, {
@@ -210,6 +211,8 @@ export class RateLimitApp {
       maxConnectionAgeMs: s.grpcMaxConnectionAgeMs,
       maxConnectionAgeGraceMs: s.grpcMaxConnectionAgeGraceMs,
       maxReceiveMessageLength: s.grpcMaxRecvMsgSize,
+      maxConcurrentStreams: s.grpcMaxConcurrentStreams,
+      maxSessionMemoryMb: s.grpcMaxSessionMemoryMb,
       tls: s.grpcServerUseTls
         ? {
             certFile: s.grpcServerTlsCert,

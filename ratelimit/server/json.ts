@@ -32,7 +32,8 @@ function str(v: unknown, where: string): string {
   if (typeof v !== 'string') throw new ServiceError(`${where}: expected a string`);
   // A lone surrogate (`"\ud800"` in the JSON text) has no UTF-8 form: it would be stored as U+FFFD,
   // merging counters, so it is refused as protojson refuses invalid UTF-8.
-  if (!(v as unknown as WellFormed).isWellFormed()) throw new ServiceError(`${where}: invalid UTF-8 (a lone surrogate)`);
+  if (!(v as unknown as WellFormed).isWellFormed())
+    throw new ServiceError(`${where}: invalid UTF-8 (a lone surrogate)`);
   return v;
 }
 

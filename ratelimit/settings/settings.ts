@@ -275,7 +275,7 @@ export function loadSettings(env: Env = process.env): Settings {
       srv: r.string('MEMCACHE_SRV', ''),
       srvRefreshMs: r.durationMs('MEMCACHE_SRV_REFRESH', 0),
       maxIdleConns: r.int('MEMCACHE_MAX_IDLE_CONNS', 2, { min: 0 }),
-      timeoutMs: r.durationMs('MEMCACHE_TIMEOUT', 1000),
+      timeoutMs: r.durationMs('MEMCACHE_TIMEOUT', 500),
       tls: r.bool('MEMCACHE_TLS', false),
       tlsFiles: {
         clientCert: r.string('MEMCACHE_TLS_CLIENT_CERT', ''),
