@@ -104,7 +104,13 @@ function measure(name: string, doc: Document, limits: YamlLimits): void {
     if (depth > limits.maxDepth) throw limitError(name, 'maxDepth', 'nesting', limits.maxDepth);
     if (isAlias(node)) {
       const target = node.resolve(doc);
-      if (target === undefined) return { nodes: 1, height: 0 };
+      // yaml.v2's wording; the yaml package would throw a bare ReferenceError from toJS.
+      if (target === undefined)
+        throw new ConfigError(
+          name,
+          '',
+          `error loading config file: yaml: unknown anchor '${node.source}' referenced`,
+        );
       const known = memo.get(target);
       if (known) {
         if (depth + known.height > limits.maxDepth)
