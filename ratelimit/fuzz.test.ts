@@ -13,7 +13,6 @@ import { ConfigError, compileConfig } from './config/index.js';
 import { parseYamlSource } from './config/yaml-source.js';
 import {
   decodeRateLimitRequest,
-  InvalidFieldError,
   rateLimitServiceDefinition,
   SHOULD_RATE_LIMIT_PATH,
 } from '../proto/index.js';
@@ -127,7 +126,7 @@ t.test('YAML loader: any text is a document or a ConfigError, quickly; nothing i
       } catch (err) {
         if (!(err instanceof ConfigError)) throw err;
         if (!err.message.startsWith('fuzz.yaml'))
-          throw new Error(`error without the file name: ${err.message}`);
+          throw new Error(`error without the file name: ${err.message}`, { cause: err });
         configErrors++;
       }
       return ({} as Record<string, unknown>).polluted === undefined;
