@@ -1,5 +1,6 @@
 // One typed settings object, parsed once from the environment at startup and passed down.
 // Names and defaults follow the reference service (envoyproxy/ratelimit src/settings/settings.go).
+import { XDS_MAX_MESSAGE_BYTES } from '../../proto/index.js';
 import { DEFAULT_YAML_LIMITS, type YamlLimits } from '../config/yaml-source.js';
 import { EnvReader, SettingsError, type Env } from './env.js';
 
@@ -238,7 +239,7 @@ export function loadSettings(env: Env = process.env): Settings {
       backoffMaxMs: r.durationMs('XDS_CLIENT_BACKOFF_MAX_INTERVAL', 60_000),
       backoffRandomFactor: r.float('XDS_CLIENT_BACKOFF_RANDOM_FACTOR', 0.5, { min: 0 }),
       backoffJitter: r.bool('XDS_CLIENT_BACKOFF_JITTER', true),
-      maxMsgSizeBytes: r.int('XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES', 0, { min: 0 }),
+      maxMsgSizeBytes: r.int('XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES', XDS_MAX_MESSAGE_BYTES, { min: 1024 }),
     },
 
     globalShadowMode: r.bool('SHADOW_MODE', false),
