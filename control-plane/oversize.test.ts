@@ -65,6 +65,12 @@ t.test(
       /ratelimit_control_plane_xds_response_too_large_total\{node_id="pod-1",[^}]*\} 1/,
     );
     t.equal(server.streams().length, 1, 'the stream stays open (no reconnect loop)');
+    const nack = server.streams()[0]!.types.get(events[0]!.typeUrl)!.lastNack;
+    t.match(
+      nack?.message,
+      /not sent by the control plane: .*over the 65536-byte maximum/,
+      'reported as the pod state the operator reads',
+    );
 
     cache.setDefaultSnapshot([big('small', 1)]);
     const r = await s.next();

@@ -374,6 +374,13 @@ export class AdsServer extends EventEmitter<AdsServerEvents> {
       // in a loop on its old config; say so once per stream and version instead, and send nothing.
       ts.oversizeVersion = set.version;
       const names = set.resources.map((r) => r.name);
+      // Recorded as the stream's last refusal of that version, so whatever reports NACKs (the
+      // operator's Programmed condition on the resources of these domains) reports this too.
+      ts.lastNack = {
+        version: set.version,
+        message: `not sent by the control plane: the response is ${bytes} bytes, over the ${this.maxSendBytes}-byte maximum message size (--max-send-bytes, XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES)`,
+        at: new Date(),
+      };
       this.log.error(
         { stream: s.id, node: s.nodeId, version: set.version, bytes, maxBytes: this.maxSendBytes },
         `xDS response of ${bytes} bytes exceeds the ${this.maxSendBytes}-byte maximum (--max-send-bytes, XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES); not sent, node ${s.nodeId} keeps its config`,
