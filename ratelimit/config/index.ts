@@ -7,3 +7,4 @@ export { validateDocument } from './validate.js';
 export { UNITS, UNIT_NUMBER, UNIT_SECONDS, parseUnit, unitFromNumber } from './units.js';
 export { buildConfigInSlices, type CheckedDocument } from './matcher.js';
 export { checkDocument } from './validate.js';
+export { checkYamlDocument, checkYamlText, DEFAULT_YAML_LIMITS, type YamlLimits } from './yaml-source.js';

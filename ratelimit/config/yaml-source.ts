@@ -236,14 +236,31 @@ function checkFloat(source: string, node: ScalarNode, field: string): void {
 }
 
 /**
+ * The checks on the text, before it is composed: size, then scalar length, flow depth and aliases.
+ * For other YAML readers of config (the control plane's directory source); throws ConfigError.
+ */
+export function checkYamlText(name: string, text: string, limits: YamlLimits = DEFAULT_YAML_LIMITS): void {
+  const bytes = Buffer.byteLength(text, 'utf8');
+  if (bytes > limits.maxBytes)
+    throw limitError(name, 'maxBytes', `the file's size (${bytes} bytes)`, limits.maxBytes);
+  prescan(name, text, limits);
+}
+
+/** The checks on one composed document (depth and node count as if aliases were expanded). */
+export function checkYamlDocument(
+  name: string,
+  doc: Document,
+  limits: YamlLimits = DEFAULT_YAML_LIMITS,
+): void {
+  measure(name, doc, limits);
+}
+
+/**
  * Parses one YAML source into a plain document (null for an empty file), within `limits`. Throws
  * ConfigError naming the file (and the limit with its setting when one is exceeded).
  */
 export function parseYamlSource(src: ConfigSource, limits: YamlLimits = DEFAULT_YAML_LIMITS): unknown {
-  const bytes = Buffer.byteLength(src.yaml, 'utf8');
-  if (bytes > limits.maxBytes)
-    throw limitError(src.name, 'maxBytes', `the file's size (${bytes} bytes)`, limits.maxBytes);
-  prescan(src.name, src.yaml, limits);
+  checkYamlText(src.name, src.yaml, limits);
   // YAML 1.1 like the reference's yaml.v2: yes/no/on/off are booleans, `<<` merges.
   const docs = parseAllDocuments(src.yaml, { version: '1.1', prettyErrors: true, merge: true });
   if (!Array.isArray(docs) || docs.length === 0) return null;
