@@ -5,9 +5,14 @@
 import { watch, type FSWatcher } from 'node:fs';
 import { readdir, readFile, realpath, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { buildConfigInSlices, type ConfigSource, type RateLimitConfig } from '../config/index.js';
+import {
+  buildConfigInSlices,
+  ConfigError,
+  type ConfigSource,
+  type RateLimitConfig,
+} from '../config/index.js';
 import type { Logger } from 'pino';
-import type { YamlLimits } from '../config/yaml-source.js';
+import { DEFAULT_YAML_LIMITS, type YamlLimits } from '../config/yaml-source.js';
 import { YamlParser } from './yaml-parser.js';
 
 export interface FileProviderOptions {
@@ -140,8 +145,20 @@ export class FileConfigProvider {
     try {
       const files = await this.listFiles();
       this.opts.logger?.debug(`loading config from ${files.length} files`);
+      const maxBytes = (this.opts.yamlLimits ?? DEFAULT_YAML_LIMITS).maxBytes;
       const sources: ConfigSource[] = await Promise.all(
-        files.map(async (f) => ({ name: f, yaml: await readFile(f, 'utf8') })),
+        files.map(async (f) => {
+          // Refused before it is read: a huge file would otherwise be held in memory first.
+          const { size } = await stat(f);
+          if (size > maxBytes) {
+            throw new ConfigError(
+              f,
+              '',
+              `error loading config file: the file's size (${size} bytes) exceeds the limit of ${maxBytes} (CONFIG_YAML_MAX_BYTES)`,
+            );
+          }
+          return { name: f, yaml: await readFile(f, 'utf8') };
+        }),
       );
       // Parsing and validation (the expensive part of a large reload) run on a worker thread; the
       // compile runs here in time slices, so decisions keep flowing during a reload.

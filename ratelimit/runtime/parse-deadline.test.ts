@@ -111,3 +111,27 @@ t.test('a slow file is rejected at CONFIG_PARSE_TIMEOUT through the app and coun
   const r = await svc.call({ domain: 'reload', descriptors: [descriptor(['k', '1'])] });
   t.equal(r.statuses[0]!.currentLimit!.requestsPerUnit, 5, 'the last good config serves');
 });
+
+t.test('a file over CONFIG_YAML_MAX_BYTES is rejected by its size, before it is read', async (t) => {
+  const svc = await startTestApp({
+    files: { 'a.yaml': limitYaml(5) },
+    env: { CONFIG_YAML_MAX_BYTES: '1000' },
+  });
+  t.teardown(() => svc.close());
+  const logged: string[] = [];
+  const orig = svc.app.logger.error.bind(svc.app.logger);
+  svc.app.logger.error = ((msg: string) => {
+    logged.push(String(msg));
+    return orig(msg);
+  }) as typeof svc.app.logger.error;
+  svc.writeConfig('big.yaml', `domain: big\n# ${'x'.repeat(5000)}\n`);
+  await eventually(
+    () => svc.app.stats.snapshot()['ratelimit.service.config_load_error'] === 1,
+    20_000,
+    'config_load_error',
+  );
+  t.match(
+    logged.join('\n'),
+    /big\.yaml: .*size \(\d+ bytes\) exceeds the limit of 1000 \(CONFIG_YAML_MAX_BYTES\)/,
+  );
+});
