@@ -13,10 +13,9 @@ import { join, relative } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { fieldsLostOverXds } from '../proto/index.js';
 import {
+  checkYamlDocument,
+  checkYamlText,
   compileConfig,
-  MAX_YAML_NESTING,
-  yamlNesting,
-  yamlTooDeepMessage,
   type LoadOptions,
   type ParsedConfigSource,
 } from '../ratelimit/config/index.js';
@@ -69,13 +68,14 @@ export interface FileConfigSource extends ParsedConfigSource {
 
 /** Parses one file into config sources: custom resources (spec) or plain ratelimit documents. */
 export function parseConfigFile(displayName: string, text: string): FileConfigSource[] {
-  // Bounded before it is composed (the YAML library recurses), with the service's message.
-  const nesting = yamlNesting(text);
-  if (nesting > MAX_YAML_NESTING) throw new Error(`${displayName}: ${yamlTooDeepMessage(nesting)}`);
+  // The service's bounds on config YAML (size, scalar length, depth, aliases and their expansion),
+  // checked before anything expands.
+  checkYamlText(displayName, text);
   const docs = parseAllDocuments(text);
   const out: FileConfigSource[] = [];
   const multi = docs.length > 1;
   docs.forEach((d, i) => {
+    checkYamlDocument(displayName, d);
     if (d.errors.length > 0) throw new Error(`${displayName}: ${d.errors[0].message}`);
     const value: unknown = d.toJS();
     if (value === null || value === undefined) return;

@@ -20,6 +20,9 @@ import type { Env, Settings } from './settings/index.js';
 import { StatsStore, createStatsPipeline, type StatsPipeline } from './stats/index.js';
 import { cacheSpanName, createTracing, type RateLimitTracing } from './tracing/index.js';
 
+/** How long shutdown lets in-flight calls finish (the README's drain time). */
+export const SHUTDOWN_DRAIN_MS = 10_000;
+
 export interface ConfigSource {
   start(): Promise<void>;
   close(): Promise<void>;
@@ -39,7 +42,7 @@ export interface RateLimitAppOptions {
 export class RateLimitApp {
   readonly settings: Settings;
   readonly logger: Logger;
-  readonly stats = new StatsStore();
+  readonly stats: StatsStore;
   /** Sinks and flushing of `stats`: StatsD, DogStatsD, the log or Prometheus. */
   readonly statsPipeline: StatsPipeline;
   /** OpenTelemetry; undefined when TRACING_ENABLED is false (then nothing is traced at all). */
@@ -57,6 +60,7 @@ export class RateLimitApp {
 
   constructor(private readonly opts: RateLimitAppOptions) {
     const s = (this.settings = opts.settings);
+    this.stats = new StatsStore({ maxUnknownDomains: s.stats.maxUnknownDomains });
     this.logger = opts.logger ?? createLogger({ level: s.logLevel, format: s.logFormat });
     this.store = opts.store ?? this.buildStore();
     this.statsPipeline = createStatsPipeline(s.stats, {
@@ -186,6 +190,9 @@ export class RateLimitApp {
           ignoreDotFiles: s.runtimeIgnoreDotFiles,
           watchRoot: s.runtimeWatchRoot,
           mergeDomainConfig: s.mergeDomainConfig,
+          yamlLimits: s.configYamlLimits,
+          parseTimeoutMs: s.configParseTimeoutMs,
+          logger: this.logger,
         },
         (u) => this.applyConfig(u),
       );
@@ -205,6 +212,7 @@ export class RateLimitApp {
       logger: this.logger,
       host: s.debugHost,
       port: s.debugPort,
+      pprofEnabled: s.debugPprofEnabled,
     });
     this.http = new RateLimitHttpServer({
       service: this.service,
@@ -225,6 +233,8 @@ export class RateLimitApp {
       maxConnectionAgeMs: s.grpcMaxConnectionAgeMs,
       maxConnectionAgeGraceMs: s.grpcMaxConnectionAgeGraceMs,
       maxReceiveMessageLength: s.grpcMaxRecvMsgSize,
+      maxConcurrentStreams: s.grpcMaxConcurrentStreams,
+      maxSessionMemoryMb: s.grpcMaxSessionMemoryMb,
       tls: s.grpcServerUseTls
         ? {
             certFile: s.grpcServerTlsCert,
@@ -244,7 +254,7 @@ export class RateLimitApp {
   }
 
   /** Graceful stop: unhealthy first, then listeners finish in-flight calls, then the store closes. */
-  async close(deadlineMs = 10_000): Promise<void> {
+  async close(deadlineMs = SHUTDOWN_DRAIN_MS): Promise<void> {
     this.health.fail('sigterm');
     clearInterval(this.healthTimer);
     await Promise.all([this.grpc?.close(deadlineMs), this.http?.close(), this.debug?.close()]);

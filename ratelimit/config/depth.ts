@@ -1,8 +1,7 @@
-import { Parser } from 'yaml';
-
 // The one depth limit of the descriptor tree, for every door (YAML file, xDS resource, custom resource,
 // the CRD's schema): deeper trees are refused with one message before anything walks them recursively
-// (a depth-1000 tree used to overflow the control plane's stack).
+// (a depth-1000 tree used to overflow the control plane's stack). YAML text nested too deep to compose is
+// refused earlier, by the YAML bounds of yaml-source.ts (CONFIG_YAML_MAX_DEPTH).
 
 /** The deepest descriptor tree accepted: `descriptors` of the document is level 1. */
 export const MAX_DESCRIPTOR_DEPTH = 8;
@@ -31,38 +30,4 @@ export function descriptorTooDeep(doc: unknown): string | undefined {
     }
   }
   return undefined;
-}
-
-/**
- * YAML text nested deeper than this (collections in collections) is refused before it is composed: the
- * YAML library composes recursively and overflows the stack near 1000 levels. A document within the
- * descriptor limit nests about 2 * MAX_DESCRIPTOR_DEPTH + 5 levels; the rest is room for metadata.
- */
-export const MAX_YAML_NESTING = 64;
-
-const COLLECTIONS = new Set(['block-map', 'block-seq', 'flow-collection']);
-
-/** The deepest nesting of collections in a YAML text, from its syntax tree, walked without recursion. */
-export function yamlNesting(text: string): number {
-  let max = 0;
-  type Tok = { type?: string; value?: unknown; items?: { key?: unknown; value?: unknown }[] };
-  for (const token of new Parser().parse(text)) {
-    const stack: [Tok | undefined, number][] = [[token as Tok, 0]];
-    while (stack.length > 0) {
-      const [t, depth] = stack.pop()!;
-      if (!t || typeof t !== 'object') continue;
-      const d = t.type !== undefined && COLLECTIONS.has(t.type) ? depth + 1 : depth;
-      if (d > max) max = d;
-      if (t.type === 'document') stack.push([t.value as Tok, d]);
-      for (const item of t.items ?? []) {
-        stack.push([item.key as Tok, d], [item.value as Tok, d]);
-      }
-    }
-  }
-  return max;
-}
-
-/** The message for a YAML text too deep to compose (the descriptor message, with the nesting found). */
-export function yamlTooDeepMessage(nesting: number): string {
-  return `${DESCRIPTOR_DEPTH_MESSAGE}: the YAML nests ${nesting} levels deep (at most ${MAX_YAML_NESTING})`;
 }

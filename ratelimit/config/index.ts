@@ -15,11 +15,5 @@ export {
   type DomainResolution,
   type RejectedClaim,
 } from './domain-claims.js';
-export {
-  MAX_DESCRIPTOR_DEPTH,
-  DESCRIPTOR_DEPTH_MESSAGE,
-  MAX_YAML_NESTING,
-  descriptorTooDeep,
-  yamlNesting,
-  yamlTooDeepMessage,
-} from './depth.js';
+export { MAX_DESCRIPTOR_DEPTH, DESCRIPTOR_DEPTH_MESSAGE, descriptorTooDeep } from './depth.js';
+export { checkYamlDocument, checkYamlText, DEFAULT_YAML_LIMITS, type YamlLimits } from './yaml-source.js';

@@ -15,6 +15,12 @@ import { NO_CONFIG_MESSAGE, ServiceError } from './errors.js';
 import { toStruct } from './struct.js';
 
 export const MAX_UINT32 = 4294967295;
+/**
+ * Largest hits_addend counted: a double adds exactly up to 2^53-1, and a larger addend is over any
+ * uint32 limit anyway. Above it (up to 2^64-1 on the wire) is the caller's error, never sent to Redis,
+ * whose INCRBY refuses more than 2^63-1 and would report it as a cache failure.
+ */
+export const MAX_HITS_ADDEND = Number.MAX_SAFE_INTEGER;
 
 const UNITS: readonly Unit[] = ['SECOND', 'MINUTE', 'HOUR', 'DAY', 'WEEK', 'MONTH', 'YEAR'];
 const UNIT_BY_NUMBER: Record<number, Unit> = {
@@ -242,7 +248,12 @@ export function parseRequest(request: WireRateLimitRequest): ParsedRequest {
     }
     descriptors[i] = { entries: entries as RequestDescriptor['entries'], limit };
     const h = d.hitsAddend?.value;
-    hits[i] = h !== undefined && h !== null ? Number(h) : requestHits;
+    if (h === undefined || h === null) hits[i] = requestHits;
+    else if (typeof h === 'number' && h <= MAX_HITS_ADDEND) hits[i] = h;
+    else
+      throw new ServiceError(
+        `descriptors[${i}].hits_addend: ${h} is out of range (at most ${MAX_HITS_ADDEND})`,
+      );
   }
   return { domain, descriptors, hits };
 }

@@ -112,9 +112,17 @@ export class StatsStore {
   private readonly gauges = new Map<string, Gauge>();
   private readonly rules = new Map<string, RuleStats>();
   private readonly notFound = new Map<string, Counter>();
+  private readonly maxUnknownDomains: number;
+  /** Requests for unknown domains past STATS_MAX_UNKNOWN_DOMAINS distinct ones (one series for all). */
+  private unlistedNotFound?: Counter;
   readonly service: ServiceStats;
 
-  constructor() {
+  /**
+   * maxUnknownDomains bounds the domain_not_found series: the domain comes from the caller, and one
+   * series per distinct value would let any caller grow memory, /stats and every metrics backend.
+   */
+  constructor(opts: { maxUnknownDomains?: number } = {}) {
+    this.maxUnknownDomains = opts.maxUnknownDomains ?? 100;
     this.service = new ServiceStats(this);
   }
 
@@ -161,11 +169,15 @@ export class StatsStore {
 
   /**
    * ratelimit.service.rate_limit.<domain>.domain_not_found: requests for a domain the loaded
-   * config does not have (the reference counts once per descriptor).
+   * config does not have (the reference counts once per descriptor); past maxUnknownDomains distinct
+   * domains, ratelimit.service.domain_not_found_unlisted counts the rest.
    */
   domainNotFound(domain: string): Counter {
     let c = this.notFound.get(domain);
     if (!c) {
+      if (this.notFound.size >= this.maxUnknownDomains) {
+        return (this.unlistedNotFound ??= this.counter('ratelimit.service.domain_not_found_unlisted'));
+      }
       c = this.counter(`ratelimit.service.rate_limit.${sanitizeStatName(domain)}.domain_not_found`);
       this.notFound.set(domain, c);
     }
