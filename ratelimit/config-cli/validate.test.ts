@@ -11,20 +11,20 @@ const INVALID: Record<string, { field: string; message: string; line: number }> 
   'bad-unit.yaml': {
     field: 'spec.descriptors[0].rate_limit.unit',
     message: "invalid rate limit unit 'fortnight'",
-    line: 11,
+    line: 12,
   },
   'duplicate-descriptor.yaml': {
     field: 'spec.descriptors[1]',
     message: "duplicate descriptor composite key 'invalid.user_a'",
-    line: 14,
+    line: 15,
   },
-  'empty-domain.yaml': { field: 'spec.domain', message: 'config file cannot have empty domain', line: 7 },
-  'missing-domain.yaml': { field: 'spec.domain', message: 'config file cannot have empty domain', line: 7 },
-  'missing-key.yaml': { field: 'spec.descriptors[0].key', message: 'descriptor has empty key', line: 9 },
+  'empty-domain.yaml': { field: 'spec.domain', message: 'config file cannot have empty domain', line: 8 },
+  'missing-domain.yaml': { field: 'spec.domain', message: 'config file cannot have empty domain', line: 8 },
+  'missing-key.yaml': { field: 'spec.descriptors[0].key', message: 'descriptor has empty key', line: 10 },
   'negative-requests.yaml': {
     field: 'spec.descriptors[0].rate_limit.requests_per_unit',
     message: "config error, 'requests_per_unit' must be an unsigned 32-bit integer",
-    line: 12,
+    line: 13,
   },
   'operator/nested-duplicate-descriptor.yaml': {
     field: 'spec.descriptors[0].descriptors[1]',
@@ -34,33 +34,38 @@ const INVALID: Record<string, { field: string; message: string; line: number }> 
   'replaces-itself.yaml': {
     field: 'spec.descriptors[0].rate_limit.replaces[0].name',
     message: 'replaces should not contain name of same descriptor',
-    line: 15,
+    line: 16,
   },
   'requests-not-a-number.yaml': {
     field: 'spec.descriptors[0].rate_limit.requests_per_unit',
     message: "config error, 'requests_per_unit' must be an integer",
-    line: 12,
+    line: 13,
   },
   'requests-without-unit.yaml': {
     field: 'spec.descriptors[0].rate_limit.unit',
     message: "invalid rate limit unit ''",
-    line: 11,
+    line: 12,
   },
   'share-threshold-without-wildcard.yaml': {
     field: 'spec.descriptors[0].share_threshold',
     message:
       "share_threshold can only be used with wildcard values (ending with '*'), but found key 'tenant_free'",
-    line: 11,
+    line: 12,
   },
   'unknown-field.yaml': {
     field: 'spec.descriptors[0].ratelimit',
     message: "config error, unknown key 'ratelimit'",
-    line: 10,
+    line: 11,
   },
   'unlimited-with-unit.yaml': {
     field: 'spec.descriptors[0].rate_limit.unit',
     message: 'should not specify rate limit unit when unlimited',
-    line: 12,
+    line: 13,
+  },
+  'too-deep.yaml': {
+    field: `spec.${'descriptors[0].'.repeat(8)}descriptors`,
+    message: 'descriptor tree is deeper than 8 levels (the limit)',
+    line: 25,
   },
 };
 
@@ -126,7 +131,7 @@ t.test('the executable: annotations for CI (file:line:col: message) and exit cod
   t.equal(lines.length, Object.keys(INVALID).length);
   t.ok(
     lines.includes(
-      "examples/invalid/bad-unit.yaml:11:9: spec.descriptors[0].rate_limit.unit: invalid rate limit unit 'fortnight'",
+      "examples/invalid/bad-unit.yaml:12:9: spec.descriptors[0].rate_limit.unit: invalid rate limit unit 'fortnight'",
     ),
     lines.join('\n'),
   );
@@ -140,7 +145,7 @@ t.test('the executable: annotations for CI (file:line:col: message) and exit cod
   t.equal(gh.code, 1);
   t.match(
     gh.stdout,
-    /^::error file=examples\/invalid\/bad-unit\.yaml,line=11,col=9,title=.*::spec\.descriptors\[0\]/,
+    /^::error file=examples\/invalid\/bad-unit\.yaml,line=12,col=9,title=.*::spec\.descriptors\[0\]/,
   );
 
   const usage = await runBin(['validate']);
