@@ -193,6 +193,81 @@ t.test(
   },
 );
 
+t.test(
+  'Redis down: the breaker and failure mode settings, and pods stay ready with a failure mode',
+  async (t) => {
+    const rlEnv = async (...sets: string[]) => {
+      const r = await render(...sets);
+      t.equal(r.code, 0, r.stderr);
+      return envOf(find(docs(r.stdout), 'Deployment', 'rl-ratelimit'));
+    };
+    // The defaults are the service's own (README, backends): error mode, unready while Redis is away.
+    const defaults = await rlEnv();
+    t.match(defaults, {
+      CACHE_FAILURE_MODE: 'error',
+      CACHE_FAILURE_MODE_LOCAL_PODS: '2',
+      REDIS_CIRCUIT_BREAKER_ENABLED: 'true',
+      REDIS_CIRCUIT_BREAKER_FAILURES: '5',
+      REDIS_CIRCUIT_BREAKER_PROBE_INTERVAL: '500ms',
+      REDIS_STARTUP_WAIT: '10s',
+      REDIS_TIMEOUT: '10s',
+      REDIS_HEALTH_CHECK_ACTIVE_CONNECTION: 'true',
+    });
+    const set = await rlEnv(
+      'redis.failureMode=local',
+      'redis.failureModeLocalPods=4',
+      'redis.circuitBreaker.enabled=false',
+      'redis.circuitBreaker.failures=3',
+      'redis.circuitBreaker.probeInterval=250ms',
+      'redis.startupWait=30s',
+      'redis.timeout=200ms',
+    );
+    t.match(set, {
+      CACHE_FAILURE_MODE: 'local',
+      CACHE_FAILURE_MODE_LOCAL_PODS: '4',
+      REDIS_CIRCUIT_BREAKER_ENABLED: 'false',
+      REDIS_CIRCUIT_BREAKER_FAILURES: '3',
+      REDIS_CIRCUIT_BREAKER_PROBE_INTERVAL: '250ms',
+      REDIS_STARTUP_WAIT: '30s',
+      REDIS_TIMEOUT: '200ms',
+    });
+    // A failure mode other than error: pods stay ready through an outage, or the mode would never answer.
+    for (const mode of ['allow', 'deny', 'local']) {
+      const env = await rlEnv(`redis.failureMode=${mode}`);
+      t.equal(env.REDIS_HEALTH_CHECK_ACTIVE_CONNECTION, 'false', `${mode}: not unready on a Redis outage`);
+    }
+    t.equal(
+      (await rlEnv('redis.failureMode=error', 'redis.healthCheckActiveConnection=false'))
+        .REDIS_HEALTH_CHECK_ACTIVE_CONNECTION,
+      'false',
+    );
+    t.equal(
+      (await rlEnv('redis.failureMode=allow', 'redis.healthCheckActiveConnection=false'))
+        .REDIS_HEALTH_CHECK_ACTIVE_CONNECTION,
+      'false',
+    );
+    // local divides by the largest fleet the HPA may run.
+    t.equal((await rlEnv('ratelimit.autoscaling.enabled=true')).CACHE_FAILURE_MODE_LOCAL_PODS, '10');
+    t.equal((await rlEnv('ratelimit.replicas=5')).CACHE_FAILURE_MODE_LOCAL_PODS, '5');
+    // Asking for both is refused, by the schema and (with --skip-schema-validation) by the template.
+    const both = await render('redis.failureMode=local', 'redis.healthCheckActiveConnection=true');
+    t.not(both.code, 0, 'failureMode local with healthCheckActiveConnection=true is refused');
+    t.match(both.stderr, /healthCheckActiveConnection/);
+    const skipped = await runCommand(helm, [
+      'template',
+      'rl',
+      chart,
+      '--skip-schema-validation',
+      '--set',
+      'redis.failureMode=deny',
+      '--set',
+      'redis.healthCheckActiveConnection=true',
+    ]);
+    t.not(skipped.code, 0);
+    t.match(skipped.stderr, /redis\.healthCheckActiveConnection=true contradicts redis\.failureMode=deny/);
+  },
+);
+
 t.test('values.schema.json: a wrong value fails the render, naming the value', async (t) => {
   const bad: [string, RegExp][] = [
     ['ratelimit.replicas=two', /ratelimit\.replicas|replicas/],
@@ -203,6 +278,11 @@ t.test('values.schema.json: a wrong value fails the render, naming the value', a
     ['ratelimit.logFormat=xml', /logFormat/],
     ['xds.tls.enabled=yes', /enabled/],
     ['networkPolicy.callers=all', /callers/],
+    ['redis.failureMode=open', /failureMode/],
+    ['redis.failureModeLocalPods=0', /failureModeLocalPods/],
+    ['redis.circuitBreaker.failures=0', /failures/],
+    ['redis.circuitBreaker.probeInterval=soon', /probeInterval/],
+    ['redis.startupWait=forever', /startupWait/],
   ];
   for (const [set, field] of bad) {
     const r = await render(set);

@@ -94,6 +94,21 @@ export interface OversizeEvent {
   readonly resources: readonly string[];
 }
 
+/**
+ * How a response too large to send is recorded as the stream's last NACK: the message starts with this
+ * (so it survives the operator's pod reports, which carry only the message) and names the size and the
+ * bound. isOversizeMessage tells such a record from a pod's own NACK.
+ */
+export const OVERSIZE_MESSAGE_PREFIX = 'not sent by the control plane: the response is ';
+
+export function oversizeMessage(bytes: number, maxBytes: number): string {
+  return `${OVERSIZE_MESSAGE_PREFIX}${bytes} bytes, over the ${maxBytes}-byte maximum message size (--max-send-bytes, XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES)`;
+}
+
+export function isOversizeMessage(message: string): boolean {
+  return message.startsWith(OVERSIZE_MESSAGE_PREFIX);
+}
+
 export interface TlsFiles {
   /** PEM certificate chain of the server. */
   readonly certFile: string;
@@ -378,7 +393,7 @@ export class AdsServer extends EventEmitter<AdsServerEvents> {
       // operator's Programmed condition on the resources of these domains) reports this too.
       ts.lastNack = {
         version: set.version,
-        message: `not sent by the control plane: the response is ${bytes} bytes, over the ${this.maxSendBytes}-byte maximum message size (--max-send-bytes, XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES)`,
+        message: oversizeMessage(bytes, this.maxSendBytes),
         at: new Date(),
       };
       this.log.error(

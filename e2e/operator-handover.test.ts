@@ -17,12 +17,13 @@ import {
   rlcFromYaml,
   waitFor,
 } from '../operator/testing.js';
+import { builtBin } from './harness/dist.js';
 import { freePorts, ServerProcess } from './harness/net.js';
 import { startKube, type KubeHarness } from './harness/kube.js';
 
 const LEASE_MS = 15_000; // the defaults of ratelimit-operator
 const RETRY_MS = 2_000;
-const MAIN = join(REPO_ROOT, 'operator', 'main.ts');
+const MAIN = builtBin('ratelimit-operator'); // the shipped bin, built from dist/
 
 let kube: KubeHarness;
 const procs: ServerProcess[] = [];
@@ -33,7 +34,6 @@ async function startReplica(identity: string): Promise<{ proc: ServerProcess; xd
     identity,
     process.execPath,
     [
-      '--import=tsx',
       MAIN,
       `--kubeconfig=${kube.kubeconfigPath}`,
       `--xds-listen=127.0.0.1:${xds}`,

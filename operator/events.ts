@@ -56,8 +56,8 @@ export class StatusEvents {
       pp.observedGeneration !== np.observedGeneration;
     if (changed && np.status === 'True')
       events.push({ type: 'Normal', reason: 'Programmed', message: np.message });
-    if (changed && np.reason === 'Nacked')
-      events.push({ type: 'Warning', reason: 'Nacked', message: np.message });
+    if (changed && (np.reason === 'Nacked' || np.reason === 'TooLarge'))
+      events.push({ type: 'Warning', reason: np.reason, message: np.message });
     for (const e of events) await this.create(obj, e);
   }
 

@@ -13,6 +13,13 @@ function ms(v: string | undefined, name: string): number | undefined {
   return n;
 }
 
+function positive(v: string | undefined, name: string): number | undefined {
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (!Number.isSafeInteger(n) || n <= 0) throw new Error(`--${name}: not a positive integer: ${v}`);
+  return n;
+}
+
 function bool(v: string, name: string): boolean {
   if (v === 'true') return true;
   if (v === 'false') return false;
@@ -41,6 +48,7 @@ export async function main(argv: string[]): Promise<number> {
       'xds-tls-cert': { type: 'string' },
       'xds-tls-key': { type: 'string' },
       'xds-tls-client-ca': { type: 'string' },
+      'max-send-bytes': { type: 'string' },
       'metrics-listen': { type: 'string', default: '0.0.0.0:8080' },
       'health-listen': { type: 'string', default: '0.0.0.0:8081' },
       'leader-elect': { type: 'string', default: 'true' },
@@ -81,6 +89,7 @@ export async function main(argv: string[]): Promise<number> {
           caFile: values['xds-tls-client-ca'],
         }
       : undefined,
+    xdsMaxSendBytes: positive(values['max-send-bytes'], 'max-send-bytes'),
     metricsListen: off(values['metrics-listen']),
     healthListen: off(values['health-listen']),
     leaderElection: leaderElect

@@ -26,6 +26,8 @@ export interface OperatorOptions {
   readonly xdsListen: string;
   /** TLS on the xDS listener; with `caFile`, mutual TLS (pods must present a certificate signed by it). */
   readonly xdsTls?: TlsFiles;
+  /** Largest xDS response (default XDS_MAX_MESSAGE_BYTES, what pods accept by default). */
+  readonly xdsMaxSendBytes?: number;
   /** host:port or undefined (off). */
   readonly metricsListen?: string;
   readonly healthListen?: string;
@@ -103,6 +105,7 @@ export class RateLimitOperator {
       cache: this.cache,
       listen: opts.xdsListen,
       tls: opts.xdsTls,
+      maxSendMessageBytes: opts.xdsMaxSendBytes,
       logger: this.log,
       identifier: this.identity,
     });
@@ -184,7 +187,8 @@ export class RateLimitOperator {
       this.metricsPort = await listen(this.metricsServer, this.opts.metricsListen);
     }
     this.controller.start();
-    for (const ev of ['ack', 'nack', 'connect', 'disconnect'] as const) this.ads.on(ev, this.onStreamChange);
+    for (const ev of ['ack', 'nack', 'oversize', 'connect', 'disconnect'] as const)
+      this.ads.on(ev, this.onStreamChange);
     this.podReports?.start();
     this.podReporter?.start();
     this.leader?.start();
@@ -207,7 +211,8 @@ export class RateLimitOperator {
 
   private async shutDown(): Promise<void> {
     await this.leader?.close();
-    for (const ev of ['ack', 'nack', 'connect', 'disconnect'] as const) this.ads.off(ev, this.onStreamChange);
+    for (const ev of ['ack', 'nack', 'oversize', 'connect', 'disconnect'] as const)
+      this.ads.off(ev, this.onStreamChange);
     await this.podReporter?.close();
     await this.podReports?.close();
     await this.controller.close();

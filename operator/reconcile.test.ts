@@ -1,5 +1,5 @@
 import t from 'tap';
-import { buildSnapshot } from '../control-plane/index.js';
+import { buildSnapshot, oversizeMessage } from '../control-plane/index.js';
 import {
   decodeRateLimitConfig,
   RATELIMIT_CONFIG_TYPE_URL as RATELIMIT_CONFIG_TYPE_URL_FOR_TESTS,
@@ -220,6 +220,27 @@ t.test('Programmed needs every connected pod to ACK a version containing this ge
   t.equal(prog(s).reason, 'Nacked');
   t.equal(prog(s).message, 'pod p2 rejected version v2: no thanks');
   t.same(s.pods, { connected: 2, acked: 1, nacked: 1 });
+
+  // A version the control plane did not send (over the maximum message size): TooLarge, said once.
+  const tooLarge = { version: 'v2', message: oversizeMessage(5000, 4096) };
+  s = status([
+    { pod: 'p1', ackedVersion: 'v1', lastNack: tooLarge },
+    { pod: 'p2', ackedVersion: 'v1', lastNack: tooLarge },
+  ]);
+  t.equal(prog(s).reason, 'TooLarge');
+  t.equal(
+    prog(s).message,
+    'version v2 (with generation 3) is not sent by the control plane: the response is 5000 bytes, over the 4096-byte maximum message size (--max-send-bytes, XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES); pods keep enforcing their previous config',
+  );
+  t.same(
+    s
+      .conditions!.filter((c) => c.type === 'Ready' || c.type === 'Stalled')
+      .map((c) => [c.type, c.status, c.reason]),
+    [
+      ['Ready', 'False', 'TooLarge'],
+      ['Stalled', 'True', 'TooLarge'],
+    ],
+  );
 
   s = status([
     { pod: 'p1', ackedVersion: 'v2', lastNack: undefined },

@@ -7,6 +7,12 @@
 //
 // While a newer generation is rejected and the last accepted one is still served (servedGeneration),
 // Programmed is False reason NotAccepted and its message names the served generation and its pods.
+//
+// A version the control plane refused to send because it is over the maximum xDS message size (recorded
+// as the stream's last NACK, control-plane/server.ts) makes it Programmed=False reason TooLarge, naming
+// the size and the limit: no pod can take it, whatever the pods do, until the config shrinks or both
+// bounds are raised.
+import { isOversizeMessage } from '../control-plane/index.js';
 import type { Verdict } from './reconcile.js';
 import type { Condition, ConditionStatus, RateLimitConfigStatus } from './resource.js';
 
@@ -88,12 +94,16 @@ export function desiredStatus(input: DesiredStatusInput): RateLimitConfigStatus 
   let acked = 0;
   let nacked = 0;
   const nacks: string[] = [];
+  let tooLarge: string | undefined;
   if (served !== undefined) {
     for (const p of pods) {
       if (index.contains(p.ackedVersion, v.key, served)) acked++;
       else if (p.lastNack && index.contains(p.lastNack.version, v.key, served)) {
         nacked++;
-        nacks.push(`pod ${p.pod} rejected version ${p.lastNack.version}: ${p.lastNack.message}`);
+        if (isOversizeMessage(p.lastNack.message)) {
+          // The same for every pod (one snapshot, one bound): said once.
+          tooLarge ??= `version ${p.lastNack.version} (with generation ${served}) is ${p.lastNack.message}; pods keep enforcing their previous config`;
+        } else nacks.push(`pod ${p.pod} rejected version ${p.lastNack.version}: ${p.lastNack.message}`);
       }
     }
   }
@@ -107,7 +117,7 @@ export function desiredStatus(input: DesiredStatusInput): RateLimitConfigStatus 
       connected === 0
         ? 'no ratelimit pod is connected'
         : nacked > 0
-          ? nacks.join('; ')
+          ? [...(tooLarge !== undefined ? [tooLarge] : []), ...nacks].join('; ')
           : `${acked}/${connected} connected pods ACKed version ${input.version}`;
     programmed = cond(
       'Programmed',
@@ -117,6 +127,8 @@ export function desiredStatus(input: DesiredStatusInput): RateLimitConfigStatus 
     );
   } else if (connected === 0) {
     programmed = cond('Programmed', 'False', 'NoPods', 'no ratelimit pod is connected to the control plane');
+  } else if (tooLarge !== undefined) {
+    programmed = cond('Programmed', 'False', 'TooLarge', tooLarge);
   } else if (nacked > 0) {
     programmed = cond('Programmed', 'False', 'Nacked', nacks.join('; '));
   } else if (acked < connected) {
@@ -168,7 +180,7 @@ function kstatusConditions(
       ? cond('Ready', 'True', 'Ready', `accepted and programmed: ${programmed.message}`)
       : cond('Ready', 'False', blocking.reason, blocking.message);
   const out = [ready];
-  if (accepted.status !== 'True' || programmed.reason === 'Nacked') {
+  if (accepted.status !== 'True' || programmed.reason === 'Nacked' || programmed.reason === 'TooLarge') {
     out.push(cond('Stalled', 'True', blocking.reason, blocking.message));
   } else if (programmed.status !== 'True') {
     out.push(cond('Reconciling', 'True', programmed.reason, programmed.message));

@@ -16,6 +16,10 @@ Options:
   --xds-tls-cert <file>            xDS server certificate chain (PEM); enables TLS (read at start)
   --xds-tls-key <file>             xDS server private key (PEM)
   --xds-tls-client-ca <file>       CA bundle for pod client certificates; enables mutual TLS
+  --max-send-bytes <n>             largest xDS response (default 4194304, what pods accept by default,
+                                   XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES; raise both together). A larger
+                                   config is not sent: pods keep theirs and the resources it changes
+                                   get Programmed=False reason TooLarge
   --metrics-listen <host:port>     Prometheus /metrics (default 0.0.0.0:8080; "off" disables)
   --health-listen <host:port>      /healthz and /readyz (default 0.0.0.0:8081; "off" disables)
   --leader-elect <true|false>      take part in Lease leader election (default true; false: always write status)
@@ -48,6 +52,7 @@ export const USAGE_FLAGS = [
   '--xds-tls-cert',
   '--xds-tls-key',
   '--xds-tls-client-ca',
+  '--max-send-bytes',
   '--metrics-listen',
   '--health-listen',
   '--leader-elect',
