@@ -3,7 +3,9 @@
 // wildcards), with no regex and no string building except where metrics need request values.
 import { ConfigError } from './errors.js';
 import type {
+  ConfigFeature,
   DescriptorEntry,
+  LimitSpec,
   LimitMatch,
   RateLimitConfig,
   RateLimitRule,
@@ -11,7 +13,7 @@ import type {
   Unit,
 } from './types.js';
 import { UNIT_SECONDS, parseUnit } from './units.js';
-import { compositeKey, type ConfigDoc, type DescriptorDoc } from './validate.js';
+import { compositeKey, type ConfigDoc, type DescriptorDoc, type LimitDoc } from './validate.js';
 
 interface MatchNode {
   /** The reference's map key for this entry: `key` or `key_value`. */
@@ -43,35 +45,98 @@ function newLevel(): MatchLevel {
 }
 
 const NO_REPLACES: readonly string[] = Object.freeze([]);
+const NO_LIMITS: readonly LimitSpec[] = Object.freeze([]);
+
+function compileLimit(l: LimitDoc): LimitSpec {
+  const unit = parseUnit(l.unit ?? '') ?? 'SECOND';
+  const algorithm = l.algorithm ?? 'fixed_window';
+  const requestsPerUnit = l.requests_per_unit ?? 0;
+  return Object.freeze({
+    algorithm,
+    requestsPerUnit,
+    unit,
+    unitSeconds: UNIT_SECONDS[unit],
+    burst: algorithm === 'token_bucket' ? (l.burst ?? requestsPerUnit) : 0,
+  });
+}
+
+/** The /rlconfig line of one limit: the reference's format, plus the algorithm when not the default. */
+function dumpLimit(statKey: string, unit: string, l: LimitSpec | undefined, rpu: number, shadow: boolean) {
+  let line = `${statKey}: unit=${unit} requests_per_unit=${rpu}, shadow_mode: ${shadow}`;
+  if (l !== undefined && l.algorithm !== 'fixed_window') line += `, algorithm: ${l.algorithm}`;
+  if (l !== undefined && l.algorithm === 'token_bucket') line += `, burst: ${l.burst}`;
+  return line + '\n';
+}
 
 function compileRule(
   entry: DescriptorDoc,
   statKey: string,
 ): { rule: RateLimitRule; dumpLine: string } | undefined {
   const rl = entry.rate_limit;
-  if (rl === undefined) return undefined;
-  const unlimited = rl.unlimited === true;
-  const parsed = rl.unit === undefined ? undefined : parseUnit(rl.unit);
+  const list = entry.rate_limits;
+  if (rl === undefined && list === undefined) return undefined;
+  const shadowMode = entry.shadow_mode === true;
+  const metadata = entry.metadata === undefined ? {} : { metadata: Object.freeze({ ...entry.metadata }) };
+  if (list !== undefined) {
+    // Validation guarantees 1..8 limits, each with a valid unit.
+    const limits = Object.freeze(list.map(compileLimit));
+    const first = limits[0]!;
+    const rule: RateLimitRule = Object.freeze({
+      requestsPerUnit: first.requestsPerUnit,
+      unit: first.unit,
+      unitSeconds: first.unitSeconds,
+      name: '',
+      unlimited: false,
+      shadowMode,
+      quotaMode: entry.quota_mode === true,
+      replaces: NO_REPLACES,
+      statKey,
+      ...metadata,
+      limits,
+      scripted: true,
+    });
+    const dumpLine = limits.map((l) => dumpLimit(statKey, l.unit, l, l.requestsPerUnit, shadowMode)).join('');
+    return { rule, dumpLine };
+  }
+  const r = rl!;
+  const unlimited = r.unlimited === true;
+  const parsed = r.unit === undefined ? undefined : parseUnit(r.unit);
   // Validation guarantees a unit unless unlimited. An unlimited rule never reaches the limiter; its
   // unit is a placeholder and unitSeconds 0 (the reference keeps UNKNOWN there).
   const unit: Unit = parsed ?? 'SECOND';
-  const requestsPerUnit = rl.requests_per_unit ?? 0;
-  const shadowMode = entry.shadow_mode === true;
-  const replaces = rl.replaces === undefined ? NO_REPLACES : Object.freeze(rl.replaces.map((r) => r.name));
+  const requestsPerUnit = r.requests_per_unit ?? 0;
+  const replaces = r.replaces === undefined ? NO_REPLACES : Object.freeze(r.replaces.map((x) => x.name));
+  const limit = unlimited ? undefined : compileLimit(r);
   const rule: RateLimitRule = Object.freeze({
     requestsPerUnit,
     unit,
     unitSeconds: parsed === undefined ? 0 : UNIT_SECONDS[parsed],
-    name: rl.name ?? '',
+    name: r.name ?? '',
     unlimited,
     shadowMode,
     quotaMode: entry.quota_mode === true,
     replaces,
     statKey,
-    ...(entry.metadata === undefined ? {} : { metadata: Object.freeze({ ...entry.metadata }) }),
+    ...metadata,
+    limits: limit === undefined ? NO_LIMITS : Object.freeze([limit]),
+    scripted: limit !== undefined && limit.algorithm !== 'fixed_window',
   });
-  const dumpLine = `${statKey}: unit=${parsed ?? 'UNKNOWN'} requests_per_unit=${requestsPerUnit}, shadow_mode: ${shadowMode}\n`;
-  return { rule, dumpLine };
+  return { rule, dumpLine: dumpLimit(statKey, parsed ?? 'UNKNOWN', limit, requestsPerUnit, shadowMode) };
+}
+
+/** The features of the rules in a compiled tree (for negotiation and backend checks). */
+function collectFeatures(level: MatchLevel, out: Set<ConfigFeature>): void {
+  for (const node of level.ordered) {
+    const rule = node.rule;
+    if (rule !== undefined) {
+      if (rule.limits.length > 1) out.add('rate_limits');
+      for (const l of rule.limits) {
+        if (l.algorithm === 'sliding_window') out.add('sliding_window');
+        else if (l.algorithm === 'token_bucket') out.add('token_bucket');
+      }
+    }
+    if (node.children !== undefined) collectFeatures(node.children, out);
+  }
 }
 
 /** Loads entries into a level, as the reference's loadDescriptors (also used to merge a domain). */
@@ -135,11 +200,15 @@ function dumpLevel(level: MatchLevel, out: string[]): void {
 
 export class CompiledRateLimitConfig implements RateLimitConfig {
   readonly domains: readonly string[];
+  readonly features: ReadonlySet<ConfigFeature>;
   private readonly roots: ReadonlyMap<string, MatchLevel>;
 
   constructor(roots: Map<string, MatchLevel>) {
     this.roots = roots;
     this.domains = Object.freeze([...roots.keys()]);
+    const features = new Set<ConfigFeature>();
+    for (const level of roots.values()) collectFeatures(level, features);
+    this.features = features;
   }
 
   hasDomain(domain: string): boolean {
@@ -281,6 +350,10 @@ function overrideMatch(
     quotaMode: false,
     replaces: NO_REPLACES,
     statKey,
+    limits: [
+      { algorithm: 'fixed_window', requestsPerUnit, unit, unitSeconds: UNIT_SECONDS[unit] ?? 0, burst: 0 },
+    ],
+    scripted: false,
   };
   return { rule, statKey, keyEntries: entries };
 }
