@@ -1,11 +1,15 @@
 // The fixed-window decision: counts hits per cache key in the store and turns the counts into
 // per-descriptor statuses and rule statistics exactly as the reference's base limiter does.
+// Rules with another algorithm or several limits (rule.scripted) go to the store's evaluate (one
+// atomic call per descriptor, algorithms.ts) in parallel with the fixed-window increments.
 import type { LimitMatch, RateLimitRule } from '../config/index.js';
 import type { WireDescriptorStatus, WireRateLimit } from '../../proto/index.js';
 import type { StatsStore } from '../stats/index.js';
+import { buildLimitCheck, taggedKeyBase, type LimitCheck } from './algorithms.js';
 import { cacheKey } from './cache-key.js';
+import { VerdictStatuses } from './verdict-status.js';
 import type { LocalOverLimitCache } from './local-cache.js';
-import type { CounterOp, CounterStore } from './store.js';
+import { CacheError, type CounterOp, type CounterStore } from './store.js';
 
 export interface FixedWindowLimiterOptions {
   store: CounterStore;
@@ -17,6 +21,8 @@ export interface FixedWindowLimiterOptions {
   stopCacheKeyIncrementWhenOverlimit?: boolean;
   /** Unix time in seconds (injectable for tests). */
   nowSeconds?: () => number;
+  /** Unix time in milliseconds for the scripted algorithms (injectable for tests; Date.now). */
+  nowMs?: () => number;
   random?: () => number;
 }
 
@@ -36,6 +42,8 @@ export class FixedWindowLimiter {
   private readonly nowSeconds: () => number;
   private readonly random: () => number;
   private readonly wireLimits = new WeakMap<RateLimitRule, WireRateLimit>();
+  private readonly nowMs: () => number;
+  private readonly verdicts: VerdictStatuses;
 
   constructor(opts: FixedWindowLimiterOptions) {
     this.store = opts.store;
@@ -47,6 +55,8 @@ export class FixedWindowLimiter {
     this.stopIncrementWhenOverlimit = opts.stopCacheKeyIncrementWhenOverlimit ?? false;
     this.nowSeconds = opts.nowSeconds ?? (() => Math.floor(Date.now() / 1000));
     this.random = opts.random ?? Math.random;
+    this.nowMs = opts.nowMs ?? (opts.nowSeconds ? () => opts.nowSeconds!() * 1000 : Date.now);
+    this.verdicts = new VerdictStatuses(this.stats, this.nearRatio);
   }
 
   /** The currentLimit message for a rule (built once per rule). */
@@ -75,11 +85,18 @@ export class FixedWindowLimiter {
     const localOver: boolean[] = new Array(n).fill(false);
     let anyLocalOver = false;
     let keyCount = 0;
+    let scripted: number[] | undefined;
 
     for (let i = 0; i < n; i++) {
       const m = matches[i];
       if (!m) continue;
       this.stats.ruleStats(m.statKey).totalHits.inc(hits[i]);
+      if (m.rule.scripted) {
+        // Decided by evaluate(); takes part in STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT as a receiver.
+        (scripted ??= []).push(i);
+        keyCount++;
+        continue;
+      }
       const key = cacheKey(this.prefix, domain, m.keyEntries, m.rule.unitSeconds, now);
       keys[i] = key;
       keyCount++;
@@ -100,11 +117,11 @@ export class FixedWindowLimiter {
         const probeIndex: number[] = [];
         for (let i = 0; i < n; i++) {
           const m = matches[i];
-          if (!m) continue;
+          if (!m || m.rule.scripted) continue;
           probe.push({ key: keys[i]!, hits: 0, expireSeconds: 0, perSecond: m.rule.unit === 'SECOND' });
           probeIndex.push(i);
         }
-        const current = await this.store.get(probe);
+        const current = probe.length > 0 ? await this.store.get(probe) : [];
         for (let j = 0; j < probeIndex.length; j++) {
           const i = probeIndex[j];
           if (current[j] + hits[i] > matches[i]!.rule.requestsPerUnit) {
@@ -119,7 +136,7 @@ export class FixedWindowLimiter {
     const opIndex: number[] = [];
     for (let i = 0; i < n; i++) {
       const m = matches[i];
-      if (!m || localOver[i]) continue;
+      if (!m || localOver[i] || m.rule.scripted) continue;
       let expire = m.rule.unitSeconds;
       if (this.jitterMax > 0) expire += Math.floor(this.random() * this.jitterMax);
       ops.push({
@@ -130,7 +147,10 @@ export class FixedWindowLimiter {
       });
       opIndex.push(i);
     }
-    const counts = ops.length > 0 ? await this.store.increment(ops) : [];
+    const counting = ops.length > 0 ? this.store.increment(ops) : undefined;
+    const verdicts = scripted ? this.evaluate(domain, matches, scripted, storeHits) : undefined;
+    const counts = counting ? await counting : [];
+    const decided = verdicts ? await verdicts : undefined;
 
     const statuses: WireDescriptorStatus[] = new Array(n);
     for (let i = 0; i < n; i++) if (!matches[i]) statuses[i] = { ...OK_NO_LIMIT };
@@ -142,7 +162,39 @@ export class FixedWindowLimiter {
       const i = opIndex[j];
       statuses[i] = this.statusFromCount(matches[i]!, keys[i]!, counts[j], hits[i], now);
     }
+    if (scripted && decided) {
+      for (let j = 0; j < scripted.length; j++) {
+        const i = scripted[j]!;
+        statuses[i] = this.verdicts.status(matches[i]!, decided[j]!, hits[i]);
+      }
+    }
     return statuses;
+  }
+
+  /** One atomic store call per scripted descriptor (all sent together). */
+  private evaluate(
+    domain: string,
+    matches: readonly (LimitMatch | undefined)[],
+    scripted: readonly number[],
+    storeHits: readonly number[],
+  ): Promise<number[][]> {
+    if (!this.store.evaluate) {
+      // The service refuses such configurations for this store at load; never counted as fixed.
+      return Promise.reject(new CacheError('the counter store cannot evaluate this rate limit algorithm'));
+    }
+    const nowMs = this.nowMs();
+    const checks: LimitCheck[] = new Array(scripted.length);
+    for (let j = 0; j < scripted.length; j++) {
+      const i = scripted[j]!;
+      const m = matches[i]!;
+      checks[j] = buildLimitCheck(
+        taggedKeyBase(this.prefix, domain, m.keyEntries),
+        m.rule,
+        storeHits[i]!,
+        nowMs,
+      );
+    }
+    return this.store.evaluate(checks);
   }
 
   private overLimitFromLocalCache(m: LimitMatch, hits: number, now: number): WireDescriptorStatus {

@@ -3,3 +3,4 @@ export * from './cache-key.js';
 export * from './local-cache.js';
 export * from './fixed-window.js';
 export * from './coalescing-store.js';
+export * from './algorithms.js';
