@@ -138,7 +138,7 @@ export class RateLimitApp {
    */
   setConfig(config: RateLimitConfig): void {
     if (config.features.size > 0 && !this.limiterStore.evaluate) {
-      const used = [...config.features].join(', ');
+      const used = [...config.features].sort().join(', ');
       throw new ConfigError(
         'configuration',
         config.features.has('rate_limits') ? 'rate_limits' : 'rate_limit.algorithm',
