@@ -4,3 +4,4 @@ export * from './rls.js';
 export * from './xds.js';
 export * from './rls-codec.js';
 export * from './units.js';
+export * from './struct.js';
