@@ -1,7 +1,8 @@
 // Wires the service from one Settings object: store -> limiter -> service -> config source -> listeners.
 // No globals: tests build the real thing with other settings (ports 0, memory store, a temp dir).
 import type { Logger } from 'pino';
-import { ConfigError, type RateLimitConfig } from './config/index.js';
+import { ConfigError, type ConfigFeature, type RateLimitConfig } from './config/index.js';
+import { RATELIMIT_FEATURES } from '../proto/index.js';
 import {
   CacheError,
   CoalescingCounterStore,
@@ -136,6 +137,11 @@ export class RateLimitApp {
    * backend cannot count what it uses exactly: memcache has no atomic multi-key script, so it would
    * enforce a sliding window or a token bucket as something else.
    */
+  /** The config features this pod enforces (announced over xDS): none on a store without evaluate. */
+  supportedFeatures(): readonly ConfigFeature[] {
+    return this.limiterStore.evaluate ? RATELIMIT_FEATURES : [];
+  }
+
   setConfig(config: RateLimitConfig): void {
     if (config.features.size > 0 && !this.limiterStore.evaluate) {
       const used = [...config.features].sort().join(', ');

@@ -1,5 +1,6 @@
 // The compiled configuration model shared by every door (YAML files, xDS, custom resources).
 // Everything here is immutable once built; a reload builds a new object and swaps it in.
+import type { RateLimitFeature } from '../../proto/index.js';
 
 /** Units as in envoy.service.ratelimit.v3.RateLimitResponse.RateLimit.Unit (wire numbers in UNIT_NUMBER). */
 export type Unit = 'SECOND' | 'MINUTE' | 'HOUR' | 'DAY' | 'WEEK' | 'MONTH' | 'YEAR';
@@ -38,7 +39,7 @@ export interface LimitSpec {
  * Config features a pod must support to enforce a configuration (announced in xDS node metadata;
  * refused at load by a backend that cannot count them exactly).
  */
-export type ConfigFeature = 'sliding_window' | 'token_bucket' | 'rate_limits';
+export type ConfigFeature = RateLimitFeature;
 
 /** A rate limit rule after compilation (the reference's config.RateLimit). */
 export interface RateLimitRule {
