@@ -165,7 +165,8 @@ export class RateLimitOperatorController {
     });
     r.on('relist', ({ reason }) => this.log.info({ reason }, 'RateLimitConfig watch expired; relisting'));
     const ads = this.opts.ads;
-    for (const ev of ['ack', 'nack', 'connect', 'disconnect'] as const) ads.on(ev, this.onStreamChange);
+    for (const ev of ['ack', 'nack', 'withheld', 'connect', 'disconnect'] as const)
+      ads.on(ev, this.onStreamChange);
     this.opts.peers?.on('change', this.onStreamChange);
     this.opts.leader?.on('started', () => {
       this.written.clear(); // another replica may have written since
@@ -180,7 +181,7 @@ export class RateLimitOperatorController {
 
   async close(): Promise<void> {
     if (this.resyncTimer) clearInterval(this.resyncTimer);
-    for (const ev of ['ack', 'nack', 'connect', 'disconnect'] as const) {
+    for (const ev of ['ack', 'nack', 'withheld', 'connect', 'disconnect'] as const) {
       this.opts.ads.off(ev, this.onStreamChange);
     }
     this.opts.peers?.off('change', this.onStreamChange);

@@ -170,7 +170,8 @@ export class RateLimitOperator {
       this.metricsPort = await listen(this.metricsServer, this.opts.metricsListen);
     }
     this.controller.start();
-    for (const ev of ['ack', 'nack', 'connect', 'disconnect'] as const) this.ads.on(ev, this.onStreamChange);
+    for (const ev of ['ack', 'nack', 'withheld', 'connect', 'disconnect'] as const)
+      this.ads.on(ev, this.onStreamChange);
     this.podReports?.start();
     this.podReporter?.start();
     this.leader?.start();
@@ -193,7 +194,8 @@ export class RateLimitOperator {
 
   private async shutDown(): Promise<void> {
     await this.leader?.close();
-    for (const ev of ['ack', 'nack', 'connect', 'disconnect'] as const) this.ads.off(ev, this.onStreamChange);
+    for (const ev of ['ack', 'nack', 'withheld', 'connect', 'disconnect'] as const)
+      this.ads.off(ev, this.onStreamChange);
     await this.podReporter?.close();
     await this.podReports?.close();
     await this.controller.close();
