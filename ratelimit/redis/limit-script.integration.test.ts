@@ -4,7 +4,13 @@
 // so every decision is deterministic; units are minutes or longer so no key's real-time TTL can run
 // out while the simulated clock stands still.
 import t, { type Test } from 'tap';
-import { startRedis, startRedisCluster, respCommand, slotOf } from '../../e2e/harness/redis.js';
+import {
+  startRedis,
+  startRedisCluster,
+  startRedisSentinel,
+  respCommand,
+  slotOf,
+} from '../../e2e/harness/redis.js';
 import { loadConfig } from '../config/index.js';
 import { FixedWindowLimiter, type CounterStore } from '../limiter/index.js';
 import { MemoryCounterStore } from '../memory/index.js';
@@ -185,7 +191,7 @@ async function checkBackend(
   return results;
 }
 
-t.test('memory, redis single and redis cluster decide as the models and agree', async (t) => {
+t.test('memory, redis single, cluster and sentinel decide as the models and agree', async (t) => {
   const memory = new MemoryCounterStore(() => 0);
   t.teardown(() => memory.close());
   const mem = await checkBackend(t, 'memory', memory, 'mem');
@@ -215,6 +221,20 @@ t.test('memory, redis single and redis cluster decide as the models and agree', 
   t.teardown(() => clustered.close());
   const many = await checkBackend(t, 'cluster', clustered, 'many');
   t.same(many, mem, 'redis cluster and memory agree on every decision');
+
+  const group = await startRedisSentinel();
+  t.teardown(() => group.stop());
+  const sentinel = new RedisCounterStore({
+    settings: redisSettings({
+      REDIS_TYPE: 'sentinel',
+      REDIS_URL: `${group.masterName},${group.sentinelUrls}`,
+    }),
+    tlsFiles: noTls,
+  });
+  await sentinel.start(15_000);
+  t.teardown(() => sentinel.close());
+  const watched = await checkBackend(t, 'sentinel', sentinel, 'sen');
+  t.same(watched, mem, 'redis sentinel and memory agree on every decision');
 });
 
 async function redisInfoStats(port: number): Promise<{ evalsha: number; eval: number }> {
