@@ -210,6 +210,7 @@ t.test('memory, redis single, cluster and sentinel decide as the models and agre
   const stats = await redisInfoStats(redis.port);
   t.ok(stats.evalsha > 0, `the script is called by EVALSHA (${stats.evalsha} calls, ${stats.eval} EVAL)`);
   t.ok(stats.eval <= 1, 'the script text is sent once per connection');
+  t.equal(stats.evalsha + stats.eval, 3 * 2 * 160, 'one Redis command per descriptor decision');
 
   const cluster = await startRedisCluster({ replicasPerMaster: 0 });
   t.teardown(() => cluster.stop());
