@@ -5,3 +5,4 @@ export * from './xds.js';
 export * from './rls-codec.js';
 export * from './units.js';
 export * from './struct.js';
+export * from './features.js';
