@@ -316,3 +316,43 @@ t.test('a single fixed window keeps the reference commands (INCRBY/EXPIRE, no sc
   const stats = await redisInfoStats(redis.port);
   t.equal(stats.evalsha + stats.eval, 0, 'no script');
 });
+
+t.test('REDIS_PERSECOND: a descriptor whose limits are all per second is counted there', async (t) => {
+  const [main, perSecond] = await Promise.all([startRedis(), startRedis()]);
+  t.teardown(() => Promise.all([main.stop(), perSecond.stop()]));
+  const store = new RedisCounterStore({
+    settings: redisSettings({ REDIS_URL: main.url }),
+    tlsFiles: noTls,
+    perSecond: { settings: redisSettings({ REDIS_URL: perSecond.url }), tlsFiles: noTls },
+  });
+  await store.start(10_000);
+  t.teardown(() => store.close());
+  const c = loadConfig([
+    {
+      name: 'ps.yaml',
+      yaml: `domain: ps
+descriptors:
+  - key: s
+    rate_limit: { unit: second, requests_per_unit: 5, algorithm: sliding_window }
+  - key: m
+    rate_limits: [{ unit: second, requests_per_unit: 5, algorithm: token_bucket }, { unit: day, requests_per_unit: 9 }]
+`,
+    },
+  ]);
+  const limiter = new FixedWindowLimiter({ store, stats: new StatsStore() });
+  const s = c.getLimit('ps', { entries: [{ key: 's', value: 'v' }] });
+  const m = c.getLimit('ps', { entries: [{ key: 'm', value: 'v' }] });
+  const statuses = await limiter.doLimit('ps', [s, m], [1, 1]);
+  t.same(
+    statuses.map((x) => x.code),
+    ['OK', 'OK'],
+  );
+  t.equal(
+    (await perSecond.client().keys('{ps_s_v_}sw:1:*')).length,
+    1,
+    'the per-second limit: per-second Redis',
+  );
+  t.equal((await main.client().keys('{ps_s_v_}*')).length, 0);
+  t.equal((await main.client().keys('{ps_m_v_}*')).length, 2, 'a mixed list stays on the main Redis');
+  t.equal((await perSecond.client().keys('{ps_m_v_}*')).length, 0);
+});
