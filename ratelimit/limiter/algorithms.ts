@@ -146,7 +146,7 @@ export function evaluateLimitCheck(check: LimitCheck, slots: NumberSlots): Limit
         remaining = Math.min(Math.max(Math.floor(burst - used / t), 0), burst);
         reset = Math.ceil(used / 1000);
         write[2 * i] = nowUs + Math.floor(after);
-        write[2 * i + 1] = Math.ceil(after / 1000);
+        write[2 * i + 1] = Math.min(Math.ceil(after / 1000), 1e13);
       }
       k += 1;
     }

@@ -356,3 +356,38 @@ descriptors:
   t.equal((await main.client().keys('{ps_m_v_}*')).length, 2, 'a mixed list stays on the main Redis');
   t.equal((await perSecond.client().keys('{ps_m_v_}*')).length, 0);
 });
+
+t.test(
+  'extreme limits stay valid commands (a bucket refilling for centuries, a year-long window)',
+  async (t) => {
+    const redis = await startRedis();
+    t.teardown(() => redis.stop());
+    const store = new RedisCounterStore({
+      settings: redisSettings({ REDIS_URL: redis.url }),
+      tlsFiles: noTls,
+    });
+    await store.start(10_000);
+    t.teardown(() => store.close());
+    const c = loadConfig([
+      {
+        name: 'x.yaml',
+        yaml: `domain: x
+descriptors:
+  - key: b
+    rate_limit: { unit: year, requests_per_unit: 1, algorithm: token_bucket, burst: 4294967295 }
+  - key: s
+    rate_limit: { unit: year, requests_per_unit: 4294967295, algorithm: sliding_window }
+`,
+      },
+    ]);
+    const limiter = new FixedWindowLimiter({ store, stats: new StatsStore() });
+    const b = c.getLimit('x', { entries: [{ key: 'b', value: 'v' }] });
+    const s = c.getLimit('x', { entries: [{ key: 's', value: 'v' }] });
+    const r = await limiter.doLimit('x', [b, s], [4294967295, 4294967295]);
+    t.same(
+      r.map((x) => x.code),
+      ['OK', 'OK'],
+    );
+    t.ok((await redis.client().pttl('{x_b_v_}tb:31536000')) > 0, 'the bucket key has a finite TTL');
+  },
+);

@@ -81,7 +81,8 @@ for i = 1, n do
       remaining = math.min(math.max(math.floor(burst - used / t), 0), burst)
       reset = math.ceil(used / 1000)
       wv[i] = nowUs + math.floor(after)
-      wt[i] = math.ceil(after / 1000)
+      -- capped so that Lua prints it without an exponent (a bucket refilling for over 300 years)
+      wt[i] = math.min(math.ceil(after / 1000), 1e13)
     end
     k = k + 1
   end
