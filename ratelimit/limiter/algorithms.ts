@@ -144,7 +144,7 @@ export function evaluateLimitCheck(check: LimitCheck, slots: NumberSlots): Limit
         fits = after <= burst * t;
         const used = fits ? after : d;
         remaining = Math.min(Math.max(Math.floor(burst - used / t), 0), burst);
-        reset = Math.ceil(used / 1000);
+        reset = Math.min(Math.ceil(used / 1000), 1e13);
         write[2 * i] = nowUs + Math.floor(after);
         write[2 * i + 1] = Math.min(Math.ceil(after / 1000), 1e13);
       }

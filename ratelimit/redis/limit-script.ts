@@ -79,7 +79,7 @@ for i = 1, n do
       local used = d
       if fits then used = after end
       remaining = math.min(math.max(math.floor(burst - used / t), 0), burst)
-      reset = math.ceil(used / 1000)
+      reset = math.min(math.ceil(used / 1000), 1e13)
       wv[i] = nowUs + math.floor(after)
       -- capped so that Lua prints it without an exponent (a bucket refilling for over 300 years)
       wt[i] = math.min(math.ceil(after / 1000), 1e13)
