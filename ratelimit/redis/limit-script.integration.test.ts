@@ -389,6 +389,6 @@ descriptors:
       ['OK', 'OK'],
     );
     t.ok((await redis.client().pttl('{x_b_v_}tb:31536000')) > 0, 'the bucket key has a finite TTL');
-  t.equal(r[0]!.durationUntilReset?.seconds, 1e10, 'reset capped at 1e13 ms, not an overflowed integer');
+    t.equal(r[0]!.durationUntilReset?.seconds, 1e10, 'reset capped at 1e13 ms, not an overflowed integer');
   },
 );
