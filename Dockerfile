@@ -1,20 +1,30 @@
 # The image the Helm chart runs: the ratelimit service, the operator and the control plane in one.
+# Production code only: dist/ holds what tsconfig.build.json compiles (no tests, test helpers,
+# benchmarks, e2e harness or the papers workspace), node_modules only production dependencies.
 # (Not built in this repository's CI: the CI machine has no Docker engine.)
 FROM node:24-bookworm-slim AS build
 WORKDIR /app
+# The lock file covers the papers workspace too, so npm ci needs its package.json.
 COPY package.json package-lock.json ./
+COPY papers/package.json ./papers/
 RUN npm ci --no-audit --no-fund
-COPY . .
-RUN npm run build && npm prune --omit=dev
+COPY tsconfig.json tsconfig.build.json ./
+COPY proto ./proto
+COPY ratelimit ./ratelimit
+COPY control-plane ./control-plane
+COPY operator ./operator
+RUN npm run build && npm prune --omit=dev && rm -f node_modules/papers dist/.tsbuildinfo \
+  && find proto -name '*.ts' -delete
 
 FROM node:24-bookworm-slim
 WORKDIR /app
 ENV NODE_ENV=production
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
-COPY --from=build /app/bin ./bin
+COPY bin ./bin
+# The .proto files (only) are loaded at run time (proto/loader.ts).
 COPY --from=build /app/proto ./proto
-COPY --from=build /app/package.json ./
+COPY package.json ./
 USER 65532
 EXPOSE 8080 8081 6070 18000
 CMD ["node", "bin/ratelimit.js"]

@@ -2,7 +2,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', 'dist/**', '.tap/**', 'papers/public/**'] },
+  { ignores: ['**/node_modules/**', '**/dist/**', '**/.tap/**', 'papers/public/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

@@ -1,5 +1,6 @@
-// The Helm chart: lints, renders, stays in step with the CRD and the operator's RBAC, and every object
-// it renders is accepted by a real API server (server-side dry run with the real kubectl).
+// The Helm chart: lints, renders (defaults and every option), its schema rejects wrong values, it stays in
+// step with the CRD and the operator's RBAC, every object it renders is accepted by a real API server
+// (server-side dry run with the real kubectl), and helm install/upgrade/uninstall work against it.
 import t from 'tap';
 import { readFileSync, writeFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -24,16 +25,45 @@ t.test('helm lint passes', async (t) => {
   t.equal(r.code, 0, r.stdout + r.stderr);
 });
 
-t.test('the chart renders the ratelimit pods wired to the operator over xDS', async (t) => {
-  const r = await runCommand(helm, [
+const render = (...sets: string[]) =>
+  runCommand(helm, [
     'template',
     'rl',
     chart,
     '--namespace',
     'rl-system',
-    '--set',
-    'redis.authSecret=redis-auth',
+    ...sets.flatMap((s) => ['--set', s]),
   ]);
+const envOf = (d: Obj) =>
+  Object.fromEntries(
+    d.spec.template.spec.containers[0].env.map((e: any) => [e.name, e.value ?? e.valueFrom]),
+  );
+const find = (objs: Obj[], kind: string, name: string) =>
+  objs.find((o) => o.kind === kind && o.metadata.name === name)!;
+
+// Every option switched on (the ServiceMonitor and Certificate kinds need their CRDs; the dry run installs stubs).
+const ALL_OPTIONS = [
+  'ratelimit.autoscaling.enabled=true',
+  'serviceMonitor.enabled=true',
+  'xds.tls.certManager.enabled=true',
+  'xds.tls.certManager.issuerRef.name=rl-ca',
+  'ratelimit.tls.enabled=true',
+  'ratelimit.tls.secretName=rl-grpc-tls',
+  'ratelimit.tls.requireClientCert=true',
+  'ratelimit.tls.clientSan=envoy.example',
+  'redis.type=sentinel',
+  'redis.url=mymaster\\,sentinel-0:26379\\,sentinel-1:26379',
+  'redis.auth.existingSecret=redis-auth',
+  'redis.sentinelAuth.existingSecret=sentinel-auth',
+  'redis.tls.enabled=true',
+  'redis.tls.existingSecret=redis-tls',
+  'redis.tls.clientCert=true',
+  'ratelimit.metrics.statsd.enabled=true',
+  'operator.podDisruptionBudget.maxUnavailable=1',
+];
+
+t.test('the default render: mTLS xDS, debug on loopback, NetworkPolicies, PDBs, probes', async (t) => {
+  const r = await render('redis.auth.existingSecret=redis-auth');
   t.equal(r.code, 0, r.stderr);
   const objs = docs(r.stdout);
   const kinds = objs.map((o) => `${o.kind}/${o.metadata.name}`).sort();
@@ -42,23 +72,160 @@ t.test('the chart renders the ratelimit pods wired to the operator over xDS', as
     'ClusterRoleBinding/rl-ratelimit-operator',
     'Deployment/rl-ratelimit',
     'Deployment/rl-ratelimit-operator',
+    'NetworkPolicy/rl-ratelimit',
+    'NetworkPolicy/rl-ratelimit-operator',
     'PodDisruptionBudget/rl-ratelimit',
+    'PodDisruptionBudget/rl-ratelimit-operator',
     'Role/rl-ratelimit-operator-leader-election',
     'RoleBinding/rl-ratelimit-operator-leader-election',
     'Service/rl-ratelimit',
     'Service/rl-ratelimit-xds',
     'ServiceAccount/rl-ratelimit-operator',
   ]);
-  const rl = objs.find((o) => o.metadata.name === 'rl-ratelimit' && o.kind === 'Deployment')!;
-  const env = Object.fromEntries(
-    rl.spec.template.spec.containers[0].env.map((e: any) => [e.name, e.value ?? e.valueFrom]),
-  );
+  const rl = find(objs, 'Deployment', 'rl-ratelimit');
+  const env = envOf(rl);
   t.equal(env.CONFIG_TYPE, 'GRPC_XDS_SOTW');
-  t.equal(env.CONFIG_GRPC_XDS_SERVER_URL, 'rl-ratelimit-xds:18000', 'points at the operator xDS Service');
+  t.equal(
+    env.CONFIG_GRPC_XDS_SERVER_URL,
+    'rl-ratelimit-xds.rl-system.svc:18000',
+    'points at the operator xDS Service',
+  );
   t.same(env.CONFIG_GRPC_XDS_NODE_ID, { fieldRef: { fieldPath: 'metadata.name' } }, 'one xDS node per pod');
+  t.equal(env.CONFIG_GRPC_XDS_SERVER_USE_TLS, 'true', 'xDS over TLS by default');
+  t.equal(env.CONFIG_GRPC_XDS_CLIENT_TLS_CERT, '/etc/ratelimit/xds-tls/tls.crt', 'with a client certificate');
+  t.equal(
+    env.CONFIG_GRPC_XDS_SERVER_TLS_SAN,
+    'rl-ratelimit-xds.rl-system.svc',
+    "checking the operator's name",
+  );
   t.same(env.REDIS_AUTH, { secretKeyRef: { name: 'redis-auth', key: 'auth' } });
-  const op = objs.find((o) => o.metadata.name === 'rl-ratelimit-operator' && o.kind === 'Deployment')!;
-  t.match(op.spec.template.spec.containers[0].args, ['--xds-listen=0.0.0.0:18000']);
+  t.equal(env.DEBUG_HOST, '127.0.0.1', 'debug endpoints bound to loopback');
+  const ports = rl.spec.template.spec.containers[0].ports.map((p: any) => p.name);
+  t.notOk(ports.includes('debug'), 'the debug port is not exposed');
+  t.same(rl.spec.template.spec.volumes, [
+    { name: 'xds-tls', secret: { secretName: 'rl-ratelimit-xds-client-tls' } },
+  ]);
+  t.ok(rl.spec.template.spec.containers[0].readinessProbe.httpGet, 'readiness probe');
+  t.same(rl.spec.template.spec.containers[0].livenessProbe.grpc, { port: 8081 }, 'liveness on gRPC health');
+  const op = find(objs, 'Deployment', 'rl-ratelimit-operator');
+  t.match(op.spec.template.spec.containers[0].args, [
+    '--xds-listen=0.0.0.0:18000',
+    '--metrics-listen=0.0.0.0:8080',
+    '--health-listen=0.0.0.0:8081',
+    '--log-level=info',
+    '--xds-tls-cert=/etc/ratelimit/xds-tls/tls.crt',
+    '--xds-tls-key=/etc/ratelimit/xds-tls/tls.key',
+    '--xds-tls-client-ca=/etc/ratelimit/xds-tls/ca.crt',
+  ]);
+  t.same(op.spec.template.spec.volumes, [
+    { name: 'xds-tls', secret: { secretName: 'rl-ratelimit-xds-server-tls' } },
+  ]);
+  const opNp = find(objs, 'NetworkPolicy', 'rl-ratelimit-operator');
+  t.same(
+    opNp.spec.ingress[0],
+    {
+      ports: [{ port: 'xds', protocol: 'TCP' }],
+      from: [
+        {
+          podSelector: {
+            matchLabels: { 'app.kubernetes.io/instance': 'rl', 'app.kubernetes.io/component': 'ratelimit' },
+          },
+        },
+      ],
+    },
+    'xDS only from the ratelimit pods',
+  );
+  const rlNp = find(objs, 'NetworkPolicy', 'rl-ratelimit');
+  t.same(
+    rlNp.spec.ingress[0].ports,
+    [
+      { port: 'grpc', protocol: 'TCP' },
+      { port: 'http', protocol: 'TCP' },
+    ],
+    'callers on gRPC and HTTP',
+  );
+  t.notOk(JSON.stringify(rlNp).includes('debug'), 'no ingress to the debug port');
+
+  const plain = docs((await render('xds.tls.enabled=false')).stdout);
+  const plainEnv = envOf(find(plain, 'Deployment', 'rl-ratelimit'));
+  t.notOk('CONFIG_GRPC_XDS_SERVER_USE_TLS' in plainEnv, 'xds.tls.enabled=false turns TLS off');
+  t.notOk(find(plain, 'Deployment', 'rl-ratelimit-operator').spec.template.spec.volumes);
+});
+
+t.test(
+  'every option renders: HPA, ServiceMonitors, Certificates, gRPC TLS, Redis sentinel auth and TLS',
+  async (t) => {
+    const r = await render(...ALL_OPTIONS);
+    t.equal(r.code, 0, r.stderr);
+    const objs = docs(r.stdout);
+    const rl = find(objs, 'Deployment', 'rl-ratelimit');
+    t.notOk('replicas' in rl.spec, 'the HPA owns the replica count');
+    t.equal(find(objs, 'HorizontalPodAutoscaler', 'rl-ratelimit').spec.maxReplicas, 10);
+    t.equal(objs.filter((o) => o.kind === 'ServiceMonitor').length, 2, 'operator and pods scraped');
+    const server = find(objs, 'Certificate', 'rl-ratelimit-xds-server');
+    t.equal(server.spec.secretName, 'rl-ratelimit-xds-server-tls');
+    t.ok(server.spec.dnsNames.includes('rl-ratelimit-xds.rl-system.svc'), 'the name the pods check');
+    t.equal(
+      find(objs, 'Certificate', 'rl-ratelimit-xds-client').spec.secretName,
+      'rl-ratelimit-xds-client-tls',
+    );
+    const env = envOf(rl);
+    t.equal(env.GRPC_SERVER_USE_TLS, 'true');
+    t.equal(env.GRPC_CLIENT_TLS_CACERT, '/etc/ratelimit/grpc-tls/ca.crt');
+    t.equal(env.GRPC_CLIENT_TLS_SAN, 'envoy.example');
+    t.equal(env.REDIS_TYPE, 'sentinel');
+    t.equal(env.REDIS_URL, 'mymaster,sentinel-0:26379,sentinel-1:26379');
+    t.same(env.REDIS_SENTINEL_AUTH, { secretKeyRef: { name: 'sentinel-auth', key: 'auth' } });
+    t.equal(env.REDIS_TLS, 'true');
+    t.equal(env.REDIS_TLS_CACERT, '/etc/ratelimit/redis-tls/ca.crt');
+    t.equal(env.REDIS_TLS_CLIENT_CERT, '/etc/ratelimit/redis-tls/tls.crt');
+    t.equal(env.USE_STATSD, 'true');
+    t.same(
+      rl.spec.template.spec.containers[0].livenessProbe.tcpSocket,
+      { port: 'grpc' },
+      'TLS: TCP liveness',
+    );
+    const secrets = rl.spec.template.spec.volumes.map((v: any) => v.secret.secretName).sort();
+    t.same(secrets, ['redis-tls', 'rl-grpc-tls', 'rl-ratelimit-xds-client-tls']);
+    t.equal(find(objs, 'PodDisruptionBudget', 'rl-ratelimit-operator').spec.maxUnavailable, 1);
+    const lint = await runCommand(helm, ['lint', chart, ...ALL_OPTIONS.flatMap((s) => ['--set', s])]);
+    t.equal(lint.code, 0, lint.stdout + lint.stderr);
+  },
+);
+
+t.test('values.schema.json: a wrong value fails the render, naming the value', async (t) => {
+  const bad: [string, RegExp][] = [
+    ['ratelimit.replicas=two', /ratelimit\.replicas|replicas/],
+    ['redis.type=memcache', /redis\.type|type/],
+    ['ratelimit.replica=3', /replica/],
+    ['redis.timeout=ten', /timeout/],
+    ['operator.xdsPort=70000', /xdsPort/],
+    ['ratelimit.logFormat=xml', /logFormat/],
+    ['xds.tls.enabled=yes', /enabled/],
+    ['networkPolicy.callers=all', /callers/],
+  ];
+  for (const [set, field] of bad) {
+    const r = await render(set);
+    t.not(r.code, 0, `--set ${set} is rejected`);
+    t.match(r.stderr, /values don't meet the specifications of the schema/, `${set}: a schema error`);
+    t.match(r.stderr, field, `${set}: names the value`);
+  }
+  const missing = await render('ratelimit.tls.enabled=true');
+  t.not(missing.code, 0);
+  t.match(missing.stderr, /ratelimit\.tls\.secretName is required/);
+  // Every value in values.yaml is described by the schema (additionalProperties: false rejects the rest).
+  const schema = JSON.parse(readFileSync(join(chart, 'values.schema.json'), 'utf8'));
+  const values = parseAllDocuments(readFileSync(join(chart, 'values.yaml'), 'utf8'))[0].toJSON();
+  const undescribed: string[] = [];
+  const walk = (v: any, s: any, path: string) => {
+    if (!v || typeof v !== 'object' || Array.isArray(v) || !s?.properties) return;
+    for (const k of Object.keys(v)) {
+      if (!(k in s.properties)) undescribed.push(`${path}${k}`);
+      else walk(v[k], s.properties[k], `${path}${k}.`);
+    }
+  };
+  walk(values, schema, '');
+  t.same(undescribed, [], 'every value has a schema entry');
 });
 
 t.test('the chart CRD is the generated one and its RBAC equals operator/deploy/rbac.yaml', async (t) => {
@@ -69,6 +236,7 @@ t.test('the chart CRD is the generated one and its RBAC equals operator/deploy/r
   );
   const manifest = docs(readFileSync(join(repo, 'operator', 'deploy', 'rbac.yaml'), 'utf8'));
   const r = await runCommand(helm, ['template', 'rl', chart]);
+  t.equal(r.code, 0, r.stderr);
   const rendered = docs(r.stdout);
   for (const kind of ['ClusterRole', 'Role']) {
     t.same(
@@ -79,27 +247,126 @@ t.test('the chart CRD is the generated one and its RBAC equals operator/deploy/r
   }
 });
 
-t.test('a real API server accepts every rendered object (server-side dry run)', async (t) => {
-  const kube = await startKube();
-  t.teardown(() => kube.stop());
-  const kubectl = resolveKubectl();
-  const dir = mkdtempSync(join(tmpdir(), 'rl-chart-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const env = { ...process.env, KUBECONFIG: kube.kubeconfigPath };
-  const ns = await runCommand(kubectl, ['create', 'namespace', 'rl-system'], { env });
-  t.equal(ns.code, 0, ns.stderr);
-  const crd = await runCommand(kubectl, ['apply', '--server-side', '-f', join(chart, 'crds')], { env });
-  t.equal(crd.code, 0, crd.stderr);
-  const r = await runCommand(helm, ['template', 'rl', chart, '--namespace', 'rl-system']);
-  const file = join(dir, 'rendered.yaml');
-  writeFileSync(file, r.stdout);
-  const dry = await runCommand(
-    kubectl,
-    ['apply', '--dry-run=server', '--server-side', '-n', 'rl-system', '-f', file],
-    {
-      env,
-    },
-  );
-  t.equal(dry.code, 0, dry.stderr);
-  t.match(dry.stdout, /deployment\.apps\/rl-ratelimit serverside-applied \(server dry run\)/);
-});
+const STUB_CRDS = [
+  ['servicemonitors', 'ServiceMonitor', 'monitoring.coreos.com'],
+  ['certificates', 'Certificate', 'cert-manager.io'],
+].map(([plural, kind, group]) => ({
+  apiVersion: 'apiextensions.k8s.io/v1',
+  kind: 'CustomResourceDefinition',
+  metadata: { name: `${plural}.${group}` },
+  spec: {
+    group,
+    scope: 'Namespaced',
+    names: { plural, kind, singular: kind.toLowerCase() },
+    versions: [
+      {
+        name: 'v1',
+        served: true,
+        storage: true,
+        schema: { openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } },
+      },
+    ],
+  },
+}));
+
+t.test(
+  'a real API server: server-side dry run of every object, helm install, upgrade, uninstall',
+  async (t) => {
+    const kube = await startKube();
+    t.teardown(() => kube.stop());
+    const kubectl = resolveKubectl();
+    const dir = mkdtempSync(join(tmpdir(), 'rl-chart-'));
+    t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+    const env = {
+      ...process.env,
+      KUBECONFIG: kube.kubeconfigPath,
+      HELM_CACHE_HOME: join(dir, 'helm-cache'),
+      HELM_CONFIG_HOME: join(dir, 'helm-config'),
+      HELM_DATA_HOME: join(dir, 'helm-data'),
+    };
+    const k = (...args: string[]) => runCommand(kubectl, args, { env });
+    const h = (...args: string[]) => runCommand(helm, args, { env, timeoutMs: 120_000 });
+    const ns = await k('create', 'namespace', 'rl-system');
+    t.equal(ns.code, 0, ns.stderr);
+    // Stand-ins for the Prometheus Operator's and cert-manager's CRDs (schema-less): the API server then
+    // checks our objects' kinds, groups and metadata.
+    writeFileSync(join(dir, 'stub-crds.yaml'), STUB_CRDS.map((c) => JSON.stringify(c)).join('\n---\n'));
+    const stubs = await k('apply', '--server-side', '-f', join(dir, 'stub-crds.yaml'));
+    t.equal(stubs.code, 0, stubs.stderr);
+    const crd = await k('apply', '--server-side', '-f', join(chart, 'crds'));
+    t.equal(crd.code, 0, crd.stderr);
+    await k('wait', '--for=condition=Established', 'crd', '--all', '--timeout=60s');
+    for (const [what, sets] of [
+      ['defaults', []],
+      ['every option', ALL_OPTIONS],
+    ] as const) {
+      const r = await render(...sets);
+      const file = join(dir, 'rendered.yaml');
+      writeFileSync(file, r.stdout);
+      const dry = await k('apply', '--dry-run=server', '--server-side', '-n', 'rl-system', '-f', file);
+      t.equal(dry.code, 0, `${what}: ${dry.stderr}`);
+      t.match(dry.stdout, /deployment\.apps\/rl-ratelimit serverside-applied \(server dry run\)/);
+    }
+
+    // The README's install, upgrade and uninstall commands.
+    const install = await h(
+      'install',
+      'rl',
+      chart,
+      '--namespace',
+      'rl-system',
+      '--set',
+      'redis.url=redis:6379',
+    );
+    t.equal(install.code, 0, install.stderr);
+    const replicas = async () =>
+      (await k('get', 'deployment', 'rl-ratelimit', '-n', 'rl-system', '-o', 'jsonpath={.spec.replicas}'))
+        .stdout;
+    t.equal(await replicas(), '2');
+    const upgrade = await h(
+      'upgrade',
+      'rl',
+      chart,
+      '--namespace',
+      'rl-system',
+      '--reuse-values',
+      '--set',
+      'ratelimit.replicas=3',
+    );
+    t.equal(upgrade.code, 0, upgrade.stderr);
+    t.equal(await replicas(), '3', 'upgrade applied the new value');
+    const bad = await h(
+      'upgrade',
+      'rl',
+      chart,
+      '--namespace',
+      'rl-system',
+      '--reuse-values',
+      '--set',
+      'ratelimit.replicas=many',
+    );
+    t.not(bad.code, 0, 'a wrong value fails helm upgrade');
+    t.match(bad.stderr, /schema/);
+    t.equal(await replicas(), '3', 'and changes nothing');
+    const badInstall = await h(
+      'install',
+      'rl2',
+      chart,
+      '--namespace',
+      'rl-system',
+      '--set',
+      'redis.type=memcache',
+    );
+    t.not(badInstall.code, 0, 'a wrong value fails helm install');
+    const uninstall = await h('uninstall', 'rl', '--namespace', 'rl-system', '--wait');
+    t.equal(uninstall.code, 0, uninstall.stderr);
+    const gone = await k('get', 'deployment', 'rl-ratelimit', '-n', 'rl-system');
+    t.not(gone.code, 0, 'uninstall removed the Deployment');
+    const crdKept = await k('get', 'crd', 'ratelimitconfigs.ratelimit.envoyproxy.io');
+    t.equal(
+      crdKept.code,
+      0,
+      'the CRD stays (Helm never deletes crds/), so RateLimitConfigs survive an uninstall',
+    );
+  },
+);

@@ -12,7 +12,13 @@ import { existsSync, readdirSync, readFileSync, statSync, watch, type FSWatcher 
 import { join, relative } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { fieldsLostOverXds } from '../proto/index.js';
-import { compileConfig, type LoadOptions, type ParsedConfigSource } from '../ratelimit/config/index.js';
+import {
+  checkYamlDocument,
+  checkYamlText,
+  compileConfig,
+  type LoadOptions,
+  type ParsedConfigSource,
+} from '../ratelimit/config/index.js';
 import { DEFAULT_NODE, type SnapshotCache } from './cache.js';
 import { resourceFromDocument } from './resources.js';
 import { silentLogger, type Logger } from './server.js';
@@ -62,10 +68,14 @@ export interface FileConfigSource extends ParsedConfigSource {
 
 /** Parses one file into config sources: custom resources (spec) or plain ratelimit documents. */
 export function parseConfigFile(displayName: string, text: string): FileConfigSource[] {
+  // The service's bounds on config YAML (size, scalar length, depth, aliases and their expansion),
+  // checked before anything expands.
+  checkYamlText(displayName, text);
   const docs = parseAllDocuments(text);
   const out: FileConfigSource[] = [];
   const multi = docs.length > 1;
   docs.forEach((d, i) => {
+    checkYamlDocument(displayName, d);
     if (d.errors.length > 0) throw new Error(`${displayName}: ${d.errors[0].message}`);
     const value: unknown = d.toJS();
     if (value === null || value === undefined) return;

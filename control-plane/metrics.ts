@@ -13,6 +13,14 @@ export function registerAdsMetrics(server: AdsServer, opts: AdsMetricsOptions): 
   const p = opts.prefix ?? 'ratelimit_control_plane_';
   const registers = [opts.registry];
 
+  const oversize = new Counter({
+    name: `${p}xds_response_too_large_total`,
+    help: 'xDS responses not sent because they exceed the maximum message size a client accepts',
+    labelNames: ['node_id', 'type_url'],
+    registers,
+  });
+  server.on('oversize', (e) => oversize.inc({ node_id: e.stream.nodeId, type_url: e.typeUrl }));
+
   new Gauge({
     name: `${p}xds_streams`,
     help: 'Open ADS streams',

@@ -12,6 +12,7 @@ import * as grpc from '@grpc/grpc-js';
 import {
   announcedFeatures,
   adsServiceDefinition,
+  XDS_MAX_MESSAGE_BYTES,
   type WireDiscoveryRequest,
   type WireDiscoveryResponse,
 } from '../proto/index.js';
@@ -87,6 +88,19 @@ export interface AdsServerEvents {
   response: [ResponseEvent];
   stale: [{ stream: StreamState; typeUrl: string; nonce: string }];
   withheld: [{ stream: StreamState; typeUrl: string; version: string; features: readonly string[] }];
+  /** A resource set larger than a client accepts: not sent (the client keeps its config). */
+  oversize: [OversizeEvent];
+}
+
+export interface OversizeEvent {
+  readonly stream: StreamState;
+  readonly typeUrl: string;
+  readonly version: string;
+  /** Encoded size of the response that was not sent, and the bound it exceeds. */
+  readonly bytes: number;
+  readonly maxBytes: number;
+  /** Names of the resources in the set (for xDS RateLimitConfig: the domains). */
+  readonly resources: readonly string[];
 }
 
 export interface TlsFiles {
@@ -117,7 +131,10 @@ export interface AdsServerOptions {
   readonly keepalive?: KeepaliveOptions;
   /** Bound on a request (default 4 MiB; requests are small). */
   readonly maxReceiveMessageBytes?: number;
-  /** Bound on a response (default 16 MiB; clients must accept as much, XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES). */
+  /**
+   * Bound on a response (default XDS_MAX_MESSAGE_BYTES, what the service's xDS client accepts by
+   * default; raise both together). A larger response is not sent: see the `oversize` event.
+   */
   readonly maxSendMessageBytes?: number;
   /** control_plane.identifier in responses. */
   readonly identifier?: string;
@@ -146,6 +163,8 @@ class TypeState implements StreamTypeState {
   withheld: { version: string; features: readonly string[] } | undefined;
   /** version_info of the client's last accepted request: what it runs now. */
   clientVersion = '';
+  /** A version too large to send (reported once). */
+  oversizeVersion: string | undefined;
   constructor(readonly typeUrl: string) {}
 }
 
@@ -173,11 +192,13 @@ export class AdsServer extends EventEmitter<AdsServerEvents> {
   private readonly noncePrefix = randomBytes(4).toString('hex');
   private boundPort = 0;
   private readonly onCacheChange = () => this.pushAll();
+  private readonly maxSendBytes: number;
 
   constructor(private readonly opts: AdsServerOptions) {
     super();
     this.cache = opts.cache;
     this.log = opts.logger ?? silentLogger;
+    this.maxSendBytes = opts.maxSendMessageBytes ?? XDS_MAX_MESSAGE_BYTES;
   }
 
   /** Port bound by start(). */
@@ -199,7 +220,7 @@ export class AdsServer extends EventEmitter<AdsServerEvents> {
       'grpc.keepalive_timeout_ms': ka.timeoutMs ?? 10_000,
       'grpc.keepalive_permit_without_calls': 1,
       'grpc.max_receive_message_length': o.maxReceiveMessageBytes ?? 4 * 1024 * 1024,
-      'grpc.max_send_message_length': o.maxSendMessageBytes ?? 16 * 1024 * 1024,
+      'grpc.max_send_message_length': this.maxSendBytes,
     };
     if (ka.maxConnectionAgeMs) channelOptions['grpc.max_connection_age_ms'] = ka.maxConnectionAgeMs;
     if (ka.maxConnectionAgeGraceMs)
@@ -382,6 +403,34 @@ export class AdsServer extends EventEmitter<AdsServerEvents> {
       return;
     }
     ts.withheld = undefined;
+    if (ts.oversizeVersion === set.version) return;
+    const bytes = responseSize(set.resources, set.version, ts.typeUrl);
+    if (bytes > this.maxSendBytes) {
+      // Sending it would fail the stream (or the client would refuse it) and the pod would reconnect
+      // in a loop on its old config; say so once per stream and version instead, and send nothing.
+      ts.oversizeVersion = set.version;
+      const names = set.resources.map((r) => r.name);
+      // Recorded as the stream's last refusal of that version, so whatever reports NACKs (the
+      // operator's Programmed condition on the resources of these domains) reports this too.
+      ts.lastNack = {
+        version: set.version,
+        message: `not sent by the control plane: the response is ${bytes} bytes, over the ${this.maxSendBytes}-byte maximum message size (--max-send-bytes, XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES)`,
+        at: new Date(),
+      };
+      this.log.error(
+        { stream: s.id, node: s.nodeId, version: set.version, bytes, maxBytes: this.maxSendBytes },
+        `xDS response of ${bytes} bytes exceeds the ${this.maxSendBytes}-byte maximum (--max-send-bytes, XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES); not sent, node ${s.nodeId} keeps its config`,
+      );
+      this.emit('oversize', {
+        stream: s,
+        typeUrl: ts.typeUrl,
+        version: set.version,
+        bytes,
+        maxBytes: this.maxSendBytes,
+        resources: names,
+      });
+      return;
+    }
     const nonce = `${this.noncePrefix}-${++this.nonceSeq}`;
     const resp: WireDiscoveryResponse = {
       versionInfo: set.version,
@@ -411,4 +460,12 @@ export class AdsServer extends EventEmitter<AdsServerEvents> {
       for (const ts of s.types.values()) this.respond(s, ts);
     }
   }
+}
+
+/** Upper bound of a DiscoveryResponse's encoded size: the resources (as Any) and the header fields. */
+function responseSize(resources: readonly Resource[], version: string, typeUrl: string): number {
+  // tag + length varint (at most 5 bytes) per field; nonce and control plane identifier < 256 bytes.
+  let total = 512 + version.length + typeUrl.length;
+  for (const r of resources) total += r.value.length + r.typeUrl.length + 16;
+  return total;
 }

@@ -25,7 +25,7 @@ Options:
   --keepalive-time <ms>       server keepalive ping interval (default 30000)
   --keepalive-timeout <ms>    keepalive ping timeout (default 10000)
   --max-connection-age <ms>   send GOAWAY after this connection age (default: never)
-  --max-send-bytes <n>        largest response (default 16777216)
+  --max-send-bytes <n>        largest response (default 4194304, as pods accept by default)
   --max-receive-bytes <n>     largest request (default 4194304)
   --metrics-listen <host:port> serve Prometheus metrics on /metrics (default: off)
   --log-level <level>         trace, debug, info, warn, error (default info)

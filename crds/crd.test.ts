@@ -78,6 +78,7 @@ t.test('the descriptor tree is unrolled to a fixed depth, with CEL on the first 
     list = item.properties.descriptors;
   }
   t.same(list.items, { type: 'object', 'x-kubernetes-preserve-unknown-fields': true });
+  t.equal(list.maxItems, 0, `no level below ${DESCRIPTOR_DEPTH}: the tree's depth limit`);
   const rl = spec.properties.descriptors.items.properties.rate_limit;
   const messages = rl['x-kubernetes-validations'].map((r: any) => r.message);
   t.ok(messages.includes('should not specify rate limit unit when unlimited'));
@@ -102,10 +103,15 @@ t.test('every valid example is a RateLimitConfig whose spec the service validato
 });
 
 t.test('every invalid example says what it expects and the service validator rejects it too', async (t) => {
+  const operatorDoc = readFileSync(join(EXAMPLES, '..', 'docs', 'operator.md'), 'utf8');
   const files = docsIn(join(EXAMPLES, 'invalid'));
   t.ok(files.length >= 10);
   for (const { file, text, docs } of files) {
     t.match(text, /^# expect: .+$/m, `${file} names the expected API server message`);
+    const kubectl = /^# kubectl apply: (.+)$/m.exec(text)?.[1];
+    t.ok(kubectl, `${file} names what client-side kubectl apply prints`);
+    const row = new RegExp(`^\\| \`${file}\` +\\| \`([^\`]+)\` +\\|$`, 'm').exec(operatorDoc);
+    t.equal(row?.[1], kubectl, `docs/operator.md shows ${file}'s message`);
     t.not(validateDocument(file, specDocument(docs[0].spec)).length, 0, `${file} is invalid to the service`);
   }
 });

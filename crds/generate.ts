@@ -6,8 +6,8 @@
 //   crds/crd.test.ts               fails when the committed file differs from what this generates
 //
 // Structural schemas forbid `$ref`, so the recursive descriptor tree is unrolled to DESCRIPTOR_DEPTH
-// levels; below that, entries are kept as given (x-kubernetes-preserve-unknown-fields) and the
-// operator validates them with the service's validator before anything reaches a pod.
+// levels, which is the tree's depth limit everywhere (ratelimit/config MAX_DESCRIPTOR_DEPTH): the list
+// below the last level takes no entries (maxItems 0).
 //
 // The API server budgets CEL by estimated cost times how many times a rule can run, which is the
 // product of the maxItems of every enclosing list. So the CRD (not the service) bounds list sizes and
@@ -19,7 +19,12 @@ import { writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { stringify } from 'yaml';
-import { configSchema, crossFieldRules } from '../ratelimit/config/index.js';
+import {
+  configSchema,
+  crossFieldRules,
+  DESCRIPTOR_DEPTH_MESSAGE,
+  MAX_DESCRIPTOR_DEPTH,
+} from '../ratelimit/config/index.js';
 
 export const GROUP = 'ratelimit.envoyproxy.io';
 export const VERSION = 'v1alpha1';
@@ -30,7 +35,7 @@ export const SHORT_NAMES = ['rlc'];
 export const CRD_NAME = `${PLURAL}.${GROUP}`;
 
 /** Levels of descriptors with a full schema: spec.descriptors is level 1. */
-export const DESCRIPTOR_DEPTH = 8;
+export const DESCRIPTOR_DEPTH = MAX_DESCRIPTOR_DEPTH;
 /** Levels whose entries carry the per-entry CEL rules (unit/unlimited, replaces, share_threshold). */
 export const CEL_DEPTH = 2;
 /**
@@ -127,10 +132,12 @@ function convertProperty(v: Json, pointer: string, ctx: Ctx, parent: string): Js
   const level = parent === '' ? 1 : ctx.level + 1;
   const maxItems = level === 1 ? CRD_LIMITS.topLevelDescriptors : CRD_LIMITS.nestedDescriptors;
   if (level > DESCRIPTOR_DEPTH) {
+    // The tree's depth limit (ratelimit/config MAX_DESCRIPTOR_DEPTH): no entries below it. CEL cannot
+    // say it with the service's message here (its cost counts once per possible entry, 128 * 64^7).
     return {
-      description: `${String(v.description)} Below level ${DESCRIPTOR_DEPTH} the API server keeps entries as given; the operator validates them.`,
+      description: `Not allowed: ${DESCRIPTOR_DEPTH_MESSAGE}.`,
       type: 'array',
-      maxItems,
+      maxItems: 0,
       items: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true },
     };
   }
@@ -148,7 +155,11 @@ function conditionSchema(): Json {
     type: 'object',
     required: ['type', 'status', 'lastTransitionTime', 'reason', 'message'],
     properties: {
-      type: { description: 'Accepted or Programmed.', type: 'string', maxLength: 316 },
+      type: {
+        description: 'Accepted, Programmed, Ready, Stalled or Reconciling.',
+        type: 'string',
+        maxLength: 316,
+      },
       status: { description: 'True, False or Unknown.', type: 'string', enum: ['True', 'False', 'Unknown'] },
       observedGeneration: {
         description: 'metadata.generation the condition was set for.',
@@ -205,9 +216,29 @@ function statusSchema(): Json {
         },
       },
       podsAcked: { description: 'acked/connected, for the printer column.', type: 'string' },
+      servedGeneration: {
+        description:
+          'The generation pods are served: observedGeneration when accepted, the last accepted generation while a newer one is rejected; absent when the resource is not served.',
+        type: 'integer',
+        format: 'int64',
+      },
+      lastAccepted: {
+        description:
+          'The last accepted generation and its spec (JSON), kept so that a rejected edit never removes protection: it is served until a newer generation is accepted.',
+        type: 'object',
+        required: ['generation', 'spec'],
+        properties: {
+          generation: {
+            description: 'metadata.generation of the accepted spec.',
+            type: 'integer',
+            format: 'int64',
+          },
+          spec: { description: 'The accepted spec, as JSON.', type: 'string' },
+        },
+      },
       conditions: {
         description:
-          'Accepted (valid and owning or merged into its domain) and Programmed (ACKed by every pod).',
+          'Accepted (valid and owning or merged into its domain), Programmed (ACKed by every pod), Ready (both, for this generation; kstatus), and Stalled or Reconciling while True (kstatus).',
         type: 'array',
         items: conditionSchema(),
         'x-kubernetes-list-type': 'map',

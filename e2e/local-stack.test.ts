@@ -6,12 +6,14 @@ import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:f
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { ensureBuilt } from './harness/dist.js';
 import { freePort } from './harness/net.js';
 import { eventually } from '../ratelimit/test-support.js';
 
 const repo = join(dirname(fileURLToPath(import.meta.url)), '..');
 
 t.test('the local stack serves the example config over xDS and follows edits', async (t) => {
+  ensureBuilt(); // local-stack.mjs runs the built bins
   const dir = mkdtempSync(join(tmpdir(), 'rl-stack-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   cpSync(join(repo, 'examples/config'), dir, { recursive: true });
@@ -20,7 +22,6 @@ t.test('the local stack serves the example config over xDS and follows edits', a
     cwd: repo,
     env: {
       ...process.env,
-      LOCAL_STACK_TSX: '1',
       LOCAL_STACK_DIR: dir,
       LOCAL_STACK_XDS: `127.0.0.1:${xds}`,
       HOST: '127.0.0.1',

@@ -21,13 +21,21 @@ import {
   rlcFromYaml,
   waitFor,
 } from '../operator/testing.js';
+import { builtBin } from './harness/dist.js';
 import { runCommand } from './harness/proc.js';
 import { freePorts, ServerProcess } from './harness/net.js';
-import { startKube, type KubeHarness } from './harness/kube.js';
+import { resolveKubectl, startKube, type KubeHarness } from './harness/kube.js';
 
 const LEASE_MS = 3000;
 const REPORT_TTL_MS = 3000;
-const MAIN = join(REPO_ROOT, 'operator', 'main.ts');
+/**
+ * The follower of the pod-count test reports with a TTL longer than its deadlines: the leader deletes a
+ * report only after three TTLs without a change, and a replica whose updates all failed used to get
+ * counted right after such a delete (its next write re-created the report). With 3 s TTLs that came
+ * every ~10 s, within the waits, which is why this test once passed while no report update ever worked.
+ */
+const FOLLOWER_REPORT_TTL_MS = 15_000;
+const MAIN = builtBin('ratelimit-operator'); // the shipped bin, built from dist/
 
 interface Replica {
   identity: string;
@@ -40,13 +48,12 @@ interface Replica {
 let kube: KubeHarness;
 const replicas: Replica[] = [];
 
-async function startReplica(identity: string): Promise<Replica> {
+async function startReplica(identity: string, reportTtlMs = REPORT_TTL_MS): Promise<Replica> {
   const [xds, metrics, health] = await freePorts(3);
   const proc = new ServerProcess(
     identity,
     process.execPath,
     [
-      '--import=tsx',
       MAIN,
       `--kubeconfig=${kube.kubeconfigPath}`,
       `--xds-listen=127.0.0.1:${xds}`,
@@ -58,7 +65,7 @@ async function startReplica(identity: string): Promise<Replica> {
       '--retry-period=500',
       `--identity=${identity}`,
       '--resync=2000',
-      `--pod-report-ttl=${REPORT_TTL_MS}`,
+      `--pod-report-ttl=${reportTtlMs}`,
     ],
     { logPath: join(kube.dir || '/tmp', `${identity}.log`), cwd: REPO_ROOT, env: process.env },
   );
@@ -128,7 +135,7 @@ async function startPod(node: string, xdsPort: number, refuse?: string): Promise
 }
 
 t.test('--help lists every flag', async (t) => {
-  const r = await runCommand(process.execPath, ['--import=tsx', MAIN, '--help'], { cwd: REPO_ROOT });
+  const r = await runCommand(process.execPath, [MAIN, '--help'], { cwd: REPO_ROOT });
   t.equal(r.code, 0);
   for (const flag of USAGE_FLAGS) t.match(r.stdout, flag, `--help lists ${flag}`);
 });
@@ -206,7 +213,14 @@ t.test(
     // replica-b leads since the previous test; replica-c joins as a follower.
     const leader = replicas.find((r) => r.identity === 'replica-b')!;
     t.equal(await leaseHolder(), 'replica-b');
-    const follower = await startReplica('replica-c');
+    const follower = await startReplica('replica-c', FOLLOWER_REPORT_TTL_MS);
+    const api = kube.kubeConfig.makeApiClient(CoordinationV1Api);
+    const reportName = 'ratelimit-operator-pods-replica-c';
+    // The follower's report exists (with no pods) before any pod connects: every later change is an update.
+    const created = await waitFor('the follower report', () =>
+      api.readNamespacedLease({ name: reportName, namespace: 'default' }),
+    );
+    t.equal(JSON.parse(created.metadata!.annotations![REPORT_ANNOTATION]).length, 0);
     await applyRlc(
       kube.kubeConfig,
       rlcFromYaml(
@@ -221,24 +235,33 @@ t.test(
       await podB.close();
     });
 
-    const shared = await waitFor('shared: 2/2 Programmed', async () => {
-      const o = await getRlc(kube.kubeConfig, 'shared');
-      return condition(o, 'Programmed')?.status === 'True' && o.status?.podsAcked === '2/2' ? o : undefined;
-    });
+    // Well within the follower's TTL: only an UPDATE of its report can bring pod-b in.
+    const shared = await waitFor(
+      'shared: 2/2 Programmed',
+      async () => {
+        const o = await getRlc(kube.kubeConfig, 'shared');
+        return condition(o, 'Programmed')?.status === 'True' && o.status?.podsAcked === '2/2' ? o : undefined;
+      },
+      10_000,
+    );
     t.same(shared.status?.pods, { connected: 2, acked: 2, nacked: 0 });
     t.equal(
       condition(shared, 'Programmed')?.message,
       `all 2 connected pods ACKed version ${shared.status?.version}`,
     );
+    t.equal(condition(shared, 'Ready')?.status, 'True');
     t.equal(await metric(leader, 'ratelimit_operator_leader'), 1);
     t.equal(
       await metric(follower, 'ratelimit_operator_status_writes_total'),
       0,
       'the follower never writes status',
     );
+    const kubectl = await runCommand(resolveKubectl(), ['get', 'rlc', 'shared', '--no-headers'], {
+      env: { ...process.env, KUBECONFIG: kube.kubeconfigPath },
+    });
+    t.match(kubectl.stdout, /^shared\s+shared\s+True\s+True\s+2\/2\s/, 'kubectl get rlc counts both pods');
 
     // The follower's report: a Lease of its own, labelled, holding its pod as compact JSON.
-    const api = kube.kubeConfig.makeApiClient(CoordinationV1Api);
     const reports = await api.listNamespacedLease({
       namespace: 'default',
       labelSelector: `${REPORT_LABEL}=ratelimit-operator`,
@@ -248,14 +271,15 @@ t.test(
       .map((l) => l.metadata?.name)
       .filter((n) => n !== 'ratelimit-operator-pods-replica-a')
       .sort();
-    t.same(names, ['ratelimit-operator-pods-replica-b', 'ratelimit-operator-pods-replica-c']);
+    t.same(names, ['ratelimit-operator-pods-replica-b', reportName]);
     const reportB = reports.items.find((l) => l.spec?.holderIdentity === 'replica-c')!;
+    t.equal(reportB.metadata?.uid, created.metadata?.uid, 'updated in place, never deleted and re-created');
     const podsB = JSON.parse(reportB.metadata!.annotations![REPORT_ANNOTATION]);
     t.equal(podsB.length, 1);
     t.equal(podsB[0].n, 'pod-b');
     t.equal(podsB[0].a, shared.status?.version, 'the follower reports its pod ACKed the served version');
 
-    // pod-b (on the follower) refuses a new domain: the leader shows its NACK.
+    // pod-b (on the follower) refuses a new domain: the leader shows its NACK within a few seconds.
     await applyRlc(
       kube.kubeConfig,
       rlcFromYaml(
@@ -263,18 +287,42 @@ t.test(
         `domain: refused\ndescriptors:\n  - key: k\n    rate_limit: { unit: second, requests_per_unit: 1 }`,
       ),
     );
-    const refused = await waitFor('refused: Programmed=False Nacked', async () => {
-      const o = await getRlc(kube.kubeConfig, 'refused');
-      return condition(o, 'Programmed')?.reason === 'Nacked' ? o : undefined;
-    });
+    const refused = await waitFor(
+      'refused: Programmed=False Nacked',
+      async () => {
+        const o = await getRlc(kube.kubeConfig, 'refused');
+        return condition(o, 'Programmed')?.reason === 'Nacked' ? o : undefined;
+      },
+      5_000,
+    );
     t.match(
       condition(refused, 'Programmed')?.message,
       /^pod pod-b \(127\.0\.0\.1:\d+ via replica-c\) rejected version [0-9a-f]+: .*pod-b refuses domain refused/,
     );
     t.same(refused.status?.pods, { connected: 2, acked: 1, nacked: 1 });
     t.equal(refused.status?.podsAcked, '1/2');
+    t.same(
+      [condition(refused, 'Stalled')?.status, condition(refused, 'Stalled')?.reason],
+      ['True', 'Nacked'],
+    );
     t.ok(podA.app.service.getConfig()?.hasDomain('refused'), 'pod-a serves the new domain');
     t.notOk(podB.app.service.getConfig()?.hasDomain('refused'), 'pod-b kept its last good config');
+    const after = await api.readNamespacedLease({ name: reportName, namespace: 'default' });
+    t.equal(after.metadata?.uid, created.metadata?.uid, 'still the same report');
+
+    // Someone else writes the report (its resourceVersion moves on): the follower's next write meets a
+    // conflict, re-reads and updates it again.
+    after.metadata!.annotations![REPORT_ANNOTATION] = '[]';
+    await api.replaceNamespacedLease({ name: reportName, namespace: 'default', body: after });
+    await waitFor(
+      'the follower to rewrite its report after a conflict',
+      async () => {
+        const l = await api.readNamespacedLease({ name: reportName, namespace: 'default' });
+        const pods = JSON.parse(l.metadata!.annotations![REPORT_ANNOTATION]);
+        return pods.length === 1 && pods[0].n === 'pod-b' && l.metadata?.uid === created.metadata?.uid;
+      },
+      FOLLOWER_REPORT_TTL_MS,
+    );
     const stillShared = await getRlc(kube.kubeConfig, 'shared');
     t.equal(stillShared.status?.podsAcked, '2/2', 'pod-b still runs a version with shared in it');
 
@@ -287,10 +335,13 @@ t.test(
         const o = await getRlc(kube.kubeConfig, 'refused');
         return condition(o, 'Programmed')?.status === 'True' && o.status?.podsAcked === '1/1';
       },
-      REPORT_TTL_MS * 4,
+      FOLLOWER_REPORT_TTL_MS * 2,
     );
     const gone = Date.now() - killedAt;
-    t.ok(gone <= REPORT_TTL_MS + 3000, `dropped out ${gone} ms after the kill (TTL ${REPORT_TTL_MS} ms)`);
+    t.ok(
+      gone <= FOLLOWER_REPORT_TTL_MS + 3000,
+      `dropped out ${gone} ms after the kill (TTL ${FOLLOWER_REPORT_TTL_MS} ms)`,
+    );
     // The leader deletes reports stale for three TTLs (replica-a's, killed in the previous test).
     await waitFor(
       'replica-a report deleted by the leader',

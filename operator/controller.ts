@@ -21,18 +21,18 @@ import {
   silentLogger,
 } from '../control-plane/index.js';
 import { RATELIMIT_CONFIG_TYPE_URL } from '../proto/index.js';
+import type { DomainPolicy } from './domain-policy.js';
 import { reconcile, type ReconcileResult } from './reconcile.js';
 import { Reflector } from './reflector.js';
 import {
-  API_VERSION,
   GROUP,
-  KIND,
   PLURAL,
   splitKey,
   VERSION,
   type RateLimitConfigObject,
   type RateLimitConfigStatus,
 } from './resource.js';
+import { StatusEvents } from './events.js';
 import { reportStream, toPodState } from './pod-report.js';
 import { desiredStatus, sameStatus, VersionIndex, type PodState } from './status.js';
 import { WorkQueue } from './workqueue.js';
@@ -68,6 +68,8 @@ export interface ControllerOptions {
   /** Re-check every status this often (default 60 s), as a safety net. */
   readonly resyncMs?: number;
   readonly identity?: string;
+  /** Which namespaces may claim which domains (--domain-policy); undefined: no restriction. */
+  readonly domainPolicy?: DomainPolicy;
 }
 
 interface Metrics {
@@ -87,7 +89,6 @@ export class RateLimitOperatorController {
   readonly queue = new WorkQueue({ baseDelayMs: 200, maxDelayMs: 30_000 });
   private readonly index = new VersionIndex();
   private readonly customObjects: CustomObjectsApi;
-  private readonly core: CoreV1Api;
   private readonly log: Logger;
   private readonly metrics: Metrics | undefined;
   private result: ReconcileResult | undefined;
@@ -98,11 +99,17 @@ export class RateLimitOperatorController {
   private readonly onStreamChange = () => this.queueAllStatus();
   /** What this replica last wrote per resource: the watch may not have brought it back yet. */
   private readonly written = new Map<string, RateLimitConfigStatus>();
+  private readonly events: StatusEvents;
 
   constructor(private readonly opts: ControllerOptions) {
     this.log = opts.logger ?? silentLogger;
     this.customObjects = opts.kubeConfig.makeApiClient(CustomObjectsApi);
-    this.core = opts.kubeConfig.makeApiClient(CoreV1Api);
+    this.events = new StatusEvents({
+      core: opts.kubeConfig.makeApiClient(CoreV1Api),
+      identity: opts.identity ?? opts.leader?.identity ?? 'ratelimit-operator',
+      logger: this.log,
+      onEvent: (reason) => this.metrics?.events.inc({ reason }),
+    });
     const ns = opts.namespace;
     this.reflector = new Reflector<RateLimitConfigObject>({
       kubeConfig: opts.kubeConfig,
@@ -150,12 +157,15 @@ export class RateLimitOperatorController {
   start(): void {
     const r = this.reflector;
     r.on('change', ({ old, new: cur }) => {
-      // Status-only changes (our own writes) do not change the snapshot.
+      // Status-only changes (our own writes) do not change the snapshot, except the last accepted
+      // generation: it is what a rejected generation falls back to.
       const specChanged =
         !old ||
         !cur ||
         old.metadata.generation !== cur.metadata.generation ||
-        old.metadata.deletionTimestamp !== cur.metadata.deletionTimestamp;
+        old.metadata.deletionTimestamp !== cur.metadata.deletionTimestamp ||
+        old.status?.lastAccepted?.generation !== cur.status?.lastAccepted?.generation ||
+        old.status?.lastAccepted?.spec !== cur.status?.lastAccepted?.spec;
       if (specChanged) this.queue.add(SNAPSHOT_KEY);
     });
     r.on('synced', () => this.queue.add(SNAPSHOT_KEY));
@@ -217,7 +227,7 @@ export class RateLimitOperatorController {
 
   private rebuildSnapshot(): void {
     if (!this.reflector.synced) return;
-    const result = reconcile(this.reflector.list());
+    const result = reconcile(this.reflector.list(), { policy: this.opts.domainPolicy });
     const snap = this.opts.cache.setDefaultSnapshot(result.resources);
     const version = snap.resourceSet(RATELIMIT_CONFIG_TYPE_URL).version;
     this.index.record(version, result.contents);
@@ -291,89 +301,7 @@ export class RateLimitOperatorController {
       },
       'status written',
     );
-    await this.emitEvents(obj, previous, status, verdict.lostFields ?? []);
-  }
-
-  private async emitEvents(
-    obj: RateLimitConfigObject,
-    previous: RateLimitConfigStatus | undefined,
-    next: RateLimitConfigStatus,
-    lostFields: readonly string[],
-  ): Promise<void> {
-    const cond = (s: RateLimitConfigStatus | undefined, type: string) =>
-      s?.conditions?.find((c) => c.type === type);
-    const pa = cond(previous, 'Accepted');
-    const na = cond(next, 'Accepted')!;
-    const events: { type: 'Normal' | 'Warning'; reason: string; message: string }[] = [];
-    if (
-      !pa ||
-      pa.status !== na.status ||
-      pa.reason !== na.reason ||
-      pa.observedGeneration !== na.observedGeneration
-    ) {
-      events.push(
-        na.status === 'True'
-          ? { type: 'Normal', reason: 'Accepted', message: na.message }
-          : { type: 'Warning', reason: na.reason, message: na.message },
-      );
-      // Accepted, yet part of the spec will never reach a pod: say so where people look.
-      if (na.status === 'True' && lostFields.length > 0) {
-        events.push({
-          type: 'Warning',
-          reason: 'FieldsNotServed',
-          message: `accepted, but the xDS message cannot carry these fields, so pods never see them: ${lostFields.join(', ')}`,
-        });
-      }
-    }
-    const pp = cond(previous, 'Programmed');
-    const np = cond(next, 'Programmed')!;
-    const changed =
-      !pp ||
-      pp.status !== np.status ||
-      pp.reason !== np.reason ||
-      pp.observedGeneration !== np.observedGeneration;
-    if (changed && np.status === 'True')
-      events.push({ type: 'Normal', reason: 'Programmed', message: np.message });
-    if (changed && np.reason === 'Nacked')
-      events.push({ type: 'Warning', reason: 'Nacked', message: np.message });
-    for (const e of events) await this.createEvent(obj, e);
-  }
-
-  private async createEvent(
-    obj: RateLimitConfigObject,
-    e: { type: 'Normal' | 'Warning'; reason: string; message: string },
-  ): Promise<void> {
-    const namespace = obj.metadata.namespace ?? 'default';
-    const now = new Date();
-    try {
-      await this.core.createNamespacedEvent({
-        namespace,
-        body: {
-          metadata: { generateName: `${obj.metadata.name}.`, namespace },
-          involvedObject: {
-            apiVersion: API_VERSION,
-            kind: KIND,
-            name: obj.metadata.name,
-            namespace,
-            uid: obj.metadata.uid,
-            resourceVersion: obj.metadata.resourceVersion,
-          },
-          type: e.type,
-          reason: e.reason,
-          message: e.message.slice(0, 1024),
-          source: { component: 'ratelimit-operator' },
-          reportingComponent: 'ratelimit-operator',
-          reportingInstance: this.opts.identity ?? this.opts.leader?.identity ?? 'ratelimit-operator',
-          firstTimestamp: now,
-          lastTimestamp: now,
-          count: 1,
-        },
-      });
-      this.metrics?.events.inc({ reason: e.reason });
-    } catch (err) {
-      // Events are best effort: never retry a status write because of one.
-      this.log.warn({ err: (err as Error).message, reason: e.reason }, 'could not create Event');
-    }
+    await this.events.record(obj, previous, status, verdict.lostFields ?? []);
   }
 
   private registerMetrics(registry: Registry): Metrics {

@@ -2,6 +2,7 @@
 import { parseArgs } from 'node:util';
 import { KubeConfig } from '@kubernetes/client-node';
 import pino from 'pino';
+import { parseDomainPolicy } from './domain-policy.js';
 import { defaultIdentity, defaultLeaseNamespace, RateLimitOperator } from './operator.js';
 import { USAGE } from './usage.js';
 
@@ -37,6 +38,9 @@ export async function main(argv: string[]): Promise<number> {
       kubeconfig: { type: 'string' },
       namespace: { type: 'string' },
       'xds-listen': { type: 'string', default: '0.0.0.0:18000' },
+      'xds-tls-cert': { type: 'string' },
+      'xds-tls-key': { type: 'string' },
+      'xds-tls-client-ca': { type: 'string' },
       'metrics-listen': { type: 'string', default: '0.0.0.0:8080' },
       'health-listen': { type: 'string', default: '0.0.0.0:8081' },
       'leader-elect': { type: 'string', default: 'true' },
@@ -48,6 +52,7 @@ export async function main(argv: string[]): Promise<number> {
       identity: { type: 'string' },
       resync: { type: 'string' },
       'pod-report-ttl': { type: 'string' },
+      'domain-policy': { type: 'string' },
       'log-level': { type: 'string', default: 'info' },
       help: { type: 'boolean', short: 'h', default: false },
     },
@@ -57,12 +62,25 @@ export async function main(argv: string[]): Promise<number> {
     process.stdout.write(USAGE);
     return 0;
   }
+  if (!!values['xds-tls-cert'] !== !!values['xds-tls-key'])
+    throw new Error('--xds-tls-cert and --xds-tls-key go together');
+  if (values['xds-tls-client-ca'] && !values['xds-tls-cert'])
+    throw new Error('--xds-tls-client-ca needs --xds-tls-cert/--xds-tls-key');
+  // A policy that does not parse stops the operator: starting without it would drop tenant isolation.
+  const domainPolicy = parseDomainPolicy(values['domain-policy'] ?? process.env.DOMAIN_POLICY);
   const log = pino({ level: values['log-level'], base: { component: 'ratelimit-operator' } });
   const leaderElect = bool(values['leader-elect'], 'leader-elect');
   const operator = new RateLimitOperator({
     kubeConfig: loadKubeConfig(values.kubeconfig),
     namespace: values.namespace,
     xdsListen: values['xds-listen'],
+    xdsTls: values['xds-tls-cert']
+      ? {
+          certFile: values['xds-tls-cert'],
+          keyFile: values['xds-tls-key']!,
+          caFile: values['xds-tls-client-ca'],
+        }
+      : undefined,
     metricsListen: off(values['metrics-listen']),
     healthListen: off(values['health-listen']),
     leaderElection: leaderElect
@@ -77,8 +95,10 @@ export async function main(argv: string[]): Promise<number> {
     identity: values.identity ?? defaultIdentity(),
     resyncMs: ms(values.resync, 'resync'),
     podReportTtlMs: ms(values['pod-report-ttl'], 'pod-report-ttl'),
+    domainPolicy,
     logger: log,
   });
+  if (domainPolicy) log.info({ domainPolicy: domainPolicy.text }, 'domain policy in force');
   await operator.start();
   await new Promise<void>((resolve) => {
     process.once('SIGTERM', resolve);

@@ -6,16 +6,26 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { Registry } from 'prom-client';
-import { AdsServer, InMemorySnapshotCache, silentLogger, type Logger } from '../control-plane/index.js';
+import {
+  AdsServer,
+  InMemorySnapshotCache,
+  silentLogger,
+  type Logger,
+  type TlsFiles,
+} from '../control-plane/index.js';
 import { RateLimitOperatorController } from './controller.js';
+import type { DomainPolicy } from './domain-policy.js';
 import { LeaderElector } from './leader.js';
-import { PodReporter, PodReports, reportStream } from './pod-report.js';
+import { PodReports, reportStream } from './pod-report.js';
+import { PodReporter } from './pod-reporter.js';
 
 export interface OperatorOptions {
   readonly kubeConfig: KubeConfig;
   readonly namespace?: string;
   /** host:port; port 0 picks a free one. */
   readonly xdsListen: string;
+  /** TLS on the xDS listener; with `caFile`, mutual TLS (pods must present a certificate signed by it). */
+  readonly xdsTls?: TlsFiles;
   /** host:port or undefined (off). */
   readonly metricsListen?: string;
   readonly healthListen?: string;
@@ -33,6 +43,8 @@ export interface OperatorOptions {
    */
   readonly podReportTtlMs?: number;
   readonly resyncMs?: number;
+  /** Which namespaces may claim which domains (--domain-policy); undefined: no restriction. */
+  readonly domainPolicy?: DomainPolicy;
   readonly logger?: Logger;
 }
 
@@ -90,6 +102,7 @@ export class RateLimitOperator {
     this.ads = new AdsServer({
       cache: this.cache,
       listen: opts.xdsListen,
+      tls: opts.xdsTls,
       logger: this.log,
       identifier: this.identity,
     });
@@ -132,6 +145,7 @@ export class RateLimitOperator {
       logger: this.log,
       resyncMs: opts.resyncMs,
       identity: this.identity,
+      domainPolicy: opts.domainPolicy,
     });
   }
 

@@ -1,4 +1,5 @@
-// Pod reports: how the leader learns about pods connected to the other replicas.
+// Pod reports: how the leader learns about pods connected to the other replicas. This file: the report
+// format and the reader (PodReports); the writer is operator/pod-reporter.ts.
 //
 // Every replica publishes the xDS state of the ratelimit pods connected to IT in a Lease of its own,
 // `<election id>-pods-<identity>` in the leader-election namespace: label
@@ -12,10 +13,9 @@
 // (remote clocks are never trusted, as in leader election). A replica that dies stops renewing, so its
 // pods drop out of status after the TTL; the leader deletes reports that have been stale for three TTLs.
 import { EventEmitter } from 'node:events';
-import { CoordinationV1Api, type KubeConfig, type V1Lease } from '@kubernetes/client-node';
+import { CoordinationV1Api, type KubeConfig } from '@kubernetes/client-node';
 import { silentLogger, type Logger, type StreamState } from '../control-plane/index.js';
 import { RATELIMIT_CONFIG_TYPE_URL } from '../proto/index.js';
-import { microTime } from './leader.js';
 import { Reflector, type KubeObject } from './reflector.js';
 import type { PodState } from './status.js';
 
@@ -41,7 +41,7 @@ const MAX_NACK_MESSAGE = 512;
 /** The annotation stays below this (annotations total at most 256 KiB per object). */
 const MAX_REPORT_BYTES = 200_000;
 
-function statusCode(err: unknown): number | undefined {
+export function statusCode(err: unknown): number | undefined {
   const e = err as { code?: unknown; statusCode?: unknown };
   return typeof e?.code === 'number' ? e.code : typeof e?.statusCode === 'number' ? e.statusCode : undefined;
 }
@@ -133,125 +133,6 @@ export function reportLeaseName(electionName: string, identity: string): string 
     .replace(/[^a-z0-9.-]+/g, '-')
     .replace(/^[^a-z0-9]+|[^a-z0-9]+$/g, '');
   return `${electionName}-pods-${id || 'replica'}`.slice(0, 253).replace(/[^a-z0-9]+$/, '');
-}
-
-export interface PodReporterOptions {
-  readonly kubeConfig: KubeConfig;
-  readonly namespace: string;
-  /** The leader election Lease name: reports are labelled with it and named after it. */
-  readonly electionName: string;
-  readonly identity: string;
-  /** A report not renewed for this long no longer counts (default 30 s); renewed every third of it. */
-  readonly ttlMs?: number;
-  /** Coalesce stream changes for this long before writing (default 100 ms). */
-  readonly debounceMs?: number;
-  /** The pods connected to this replica now. */
-  readonly pods: () => ReportedPod[];
-  readonly logger?: Logger;
-}
-
-/** Writes this replica's report: on change (debounced) and on a timer. */
-export class PodReporter {
-  private readonly api: CoordinationV1Api;
-  readonly name: string;
-  private readonly ttlMs: number;
-  private readonly log: Logger;
-  private debounce: NodeJS.Timeout | undefined;
-  private renew: NodeJS.Timeout | undefined;
-  private writing: Promise<void> | undefined;
-  private again = false;
-  private closed = false;
-  private lastError = '';
-  /** Successful writes (for tests and metrics). */
-  writes = 0;
-
-  constructor(private readonly opts: PodReporterOptions) {
-    this.api = opts.kubeConfig.makeApiClient(CoordinationV1Api);
-    this.name = reportLeaseName(opts.electionName, opts.identity);
-    this.ttlMs = opts.ttlMs ?? 30_000;
-    this.log = opts.logger ?? silentLogger;
-  }
-
-  start(): void {
-    this.write();
-  }
-
-  /** The connected pods changed: write soon. */
-  changed(): void {
-    if (this.closed || this.debounce) return;
-    this.debounce = setTimeout(() => {
-      this.debounce = undefined;
-      this.write();
-    }, this.opts.debounceMs ?? 100);
-    this.debounce.unref();
-  }
-
-  /** Stops writing and deletes the report, so the leader stops counting these pods at once. */
-  async close(): Promise<void> {
-    this.closed = true;
-    clearTimeout(this.debounce);
-    clearTimeout(this.renew);
-    await this.writing;
-    try {
-      await this.api.deleteNamespacedLease({ name: this.name, namespace: this.opts.namespace });
-    } catch {
-      /* best effort: the report expires anyway */
-    }
-  }
-
-  private write(): void {
-    if (this.closed) return;
-    if (this.writing) {
-      this.again = true;
-      return;
-    }
-    clearTimeout(this.renew);
-    this.writing = this.writeOnce().finally(() => {
-      this.writing = undefined;
-      if (this.closed) return;
-      if (this.again) {
-        this.again = false;
-        this.write();
-        return;
-      }
-      this.renew = setTimeout(() => this.write(), Math.max(100, Math.floor(this.ttlMs / 3)));
-      this.renew.unref();
-    });
-  }
-
-  private async writeOnce(): Promise<void> {
-    const { namespace, electionName, identity } = this.opts;
-    const body: V1Lease = {
-      apiVersion: 'coordination.k8s.io/v1',
-      kind: 'Lease',
-      metadata: {
-        name: this.name,
-        namespace,
-        labels: { [REPORT_LABEL]: electionName },
-        annotations: { [REPORT_ANNOTATION]: encodeReport(this.opts.pods()) },
-      },
-      spec: {
-        holderIdentity: identity,
-        leaseDurationSeconds: Math.max(1, Math.ceil(this.ttlMs / 1000)),
-        renewTime: microTime(new Date()) as any,
-      },
-    };
-    try {
-      try {
-        // No resourceVersion: an unconditional update (only this replica writes this Lease).
-        await this.api.replaceNamespacedLease({ name: this.name, namespace, body });
-      } catch (err) {
-        if (statusCode(err) !== 404) throw err;
-        await this.api.createNamespacedLease({ namespace, body });
-      }
-      this.writes++;
-      this.lastError = '';
-    } catch (err) {
-      const msg = (err as Error).message;
-      if (msg !== this.lastError) this.log.warn({ err: msg }, 'could not write the pod report; retrying');
-      this.lastError = msg;
-    }
-  }
 }
 
 type LeaseObject = KubeObject & {

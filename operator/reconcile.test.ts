@@ -89,9 +89,9 @@ t.test(
   },
 );
 
-t.test('validation reaches below the CRD-unrolled depth', async (t) => {
-  let tree: Record<string, unknown> = { key: 'k9', rate_limit: { requests_per_unit: 1 } };
-  for (let i = 8; i >= 1; i--) tree = { key: `k${i}`, descriptors: [tree] };
+t.test('validation reaches below the CRD-unrolled CEL levels', async (t) => {
+  let tree: Record<string, unknown> = { key: 'k8', rate_limit: { requests_per_unit: 1 } };
+  for (let i = 7; i >= 1; i--) tree = { key: `k${i}`, descriptors: [tree] };
   const r = reconcile([rlc('deep', { domain: 'deep', descriptors: [tree] })]);
   t.equal(r.verdicts.get('default/deep')?.reason, 'Invalid');
   t.match(r.verdicts.get('default/deep')?.message, /invalid rate limit unit ''/);
@@ -251,7 +251,7 @@ t.test('Programmed needs every connected pod to ACK a version containing this ge
   );
 });
 
-t.test('a rejected resource is Programmed=False NotAccepted', async (t) => {
+t.test('a rejected resource is Programmed=False NotAccepted, Ready=False and Stalled', async (t) => {
   const r = reconcile([rlc('bad', { domain: '' })]);
   const s = desiredStatus({
     verdict: r.verdicts.get('default/bad')!,
@@ -266,6 +266,8 @@ t.test('a rejected resource is Programmed=False NotAccepted', async (t) => {
     [
       ['Accepted', 'False', 'Invalid'],
       ['Programmed', 'False', 'NotAccepted'],
+      ['Ready', 'False', 'Invalid'],
+      ['Stalled', 'True', 'Invalid'],
     ],
   );
   t.equal(s.conditions![0].message, 'default/bad: domain: config file cannot have empty domain');

@@ -18,9 +18,13 @@ export interface Condition {
 
 export interface RateLimitConfigStatus {
   observedGeneration?: number;
-  version?: string;
+  version?: string | null;
   pods?: { connected: number; acked: number; nacked: number };
   podsAcked?: string;
+  /** The generation pods are served (the last accepted one while a newer one is rejected). */
+  servedGeneration?: number | null;
+  /** The last accepted generation and its spec (JSON): served while a newer generation is rejected. */
+  lastAccepted?: { generation: number; spec: string } | null;
   conditions?: Condition[];
 }
 

@@ -4,6 +4,9 @@
 // whose content contains this resource at its current generation. A pod whose last NACK was for such
 // a version (and that has not ACKed one since) makes it Programmed=False reason Nacked with the pod's
 // message.
+//
+// While a newer generation is rejected and the last accepted one is still served (servedGeneration),
+// Programmed is False reason NotAccepted and its message names the served generation and its pods.
 import type { Verdict } from './reconcile.js';
 import type { Condition, ConditionStatus, RateLimitConfigStatus } from './resource.js';
 
@@ -77,23 +80,18 @@ function condition(
 
 export function desiredStatus(input: DesiredStatusInput): RateLimitConfigStatus {
   const { verdict: v, pods, index, now } = input;
-  const prevConditions = input.previous?.conditions;
-  const accepted = condition(
-    'Accepted',
-    v.accepted ? 'True' : 'False',
-    v.reason,
-    v.message,
-    v.generation,
-    prevConditions,
-    now,
-  );
+  const prev = input.previous?.conditions;
+  const cond = (type: string, status: ConditionStatus, reason: string, message: string) =>
+    condition(type, status, reason, message, v.generation, prev, now);
+  const accepted = cond('Accepted', v.accepted ? 'True' : 'False', v.reason, v.message);
+  const served = v.servedGeneration;
   let acked = 0;
   let nacked = 0;
   const nacks: string[] = [];
-  if (v.accepted) {
+  if (served !== undefined) {
     for (const p of pods) {
-      if (index.contains(p.ackedVersion, v.key, v.generation)) acked++;
-      else if (p.lastNack && index.contains(p.lastNack.version, v.key, v.generation)) {
+      if (index.contains(p.ackedVersion, v.key, served)) acked++;
+      else if (p.lastNack && index.contains(p.lastNack.version, v.key, served)) {
         nacked++;
         nacks.push(`pod ${p.pod} rejected version ${p.lastNack.version}: ${p.lastNack.message}`);
       }
@@ -101,64 +99,81 @@ export function desiredStatus(input: DesiredStatusInput): RateLimitConfigStatus 
   }
   const connected = pods.length;
   let programmed: Condition;
-  if (!v.accepted) {
-    programmed = condition(
+  if (served === undefined) {
+    programmed = cond('Programmed', 'False', 'NotAccepted', 'not served: the resource is not accepted');
+  } else if (!v.accepted) {
+    // The last good generation is still enforced: say which, and how far it reached.
+    const pods =
+      connected === 0
+        ? 'no ratelimit pod is connected'
+        : nacked > 0
+          ? nacks.join('; ')
+          : `${acked}/${connected} connected pods ACKed version ${input.version}`;
+    programmed = cond(
       'Programmed',
       'False',
       'NotAccepted',
-      'not served: the resource is not accepted',
-      v.generation,
-      prevConditions,
-      now,
+      `generation ${v.generation} is not accepted; pods keep enforcing generation ${served}, the last accepted: ${pods}`,
     );
   } else if (connected === 0) {
-    programmed = condition(
-      'Programmed',
-      'False',
-      'NoPods',
-      'no ratelimit pod is connected to the control plane',
-      v.generation,
-      prevConditions,
-      now,
-    );
+    programmed = cond('Programmed', 'False', 'NoPods', 'no ratelimit pod is connected to the control plane');
   } else if (nacked > 0) {
-    programmed = condition(
-      'Programmed',
-      'False',
-      'Nacked',
-      nacks.join('; '),
-      v.generation,
-      prevConditions,
-      now,
-    );
+    programmed = cond('Programmed', 'False', 'Nacked', nacks.join('; '));
   } else if (acked < connected) {
-    programmed = condition(
+    programmed = cond(
       'Programmed',
       'False',
       'Pending',
       `${acked}/${connected} connected pods ACKed a version with generation ${v.generation}`,
-      v.generation,
-      prevConditions,
-      now,
     );
   } else {
-    programmed = condition(
+    programmed = cond(
       'Programmed',
       'True',
       'Programmed',
       `all ${connected} connected pods ACKed version ${input.version}`,
-      v.generation,
-      prevConditions,
-      now,
     );
   }
+  const conditions = [accepted, programmed, ...kstatusConditions(accepted, programmed, cond)];
   return {
     observedGeneration: v.generation,
-    ...(v.accepted ? { version: input.version } : {}),
+    // null removes a field under the merge patch the status is written with.
+    version: served !== undefined ? input.version : null,
+    servedGeneration: served ?? null,
+    ...(v.lastAccepted !== undefined
+      ? { lastAccepted: v.lastAccepted }
+      : input.previous?.lastAccepted
+        ? { lastAccepted: input.previous.lastAccepted }
+        : {}),
     pods: { connected, acked, nacked },
     podsAcked: `${acked}/${connected}`,
-    conditions: [accepted, programmed],
+    conditions,
   };
+}
+
+/**
+ * The kstatus conditions (what Flux and kstatus-based tools read without configuration): Ready, True
+ * only when this generation is Accepted and Programmed; Stalled=True when a person must act (the
+ * resource is rejected, or a pod NACKs it); Reconciling=True while pods are still to ACK it. Stalled and
+ * Reconciling are "abnormal-true" conditions: present only while True.
+ */
+function kstatusConditions(
+  accepted: Condition,
+  programmed: Condition,
+  cond: (type: string, status: ConditionStatus, reason: string, message: string) => Condition,
+): Condition[] {
+  const blocking = accepted.status !== 'True' ? accepted : programmed;
+  const ready =
+    accepted.status === 'True' && programmed.status === 'True'
+      ? cond('Ready', 'True', 'Ready', `accepted and programmed: ${programmed.message}`)
+      : cond('Ready', 'False', blocking.reason, blocking.message);
+  const out = [ready];
+  if (accepted.status !== 'True' || programmed.reason === 'Nacked') {
+    out.push(cond('Stalled', 'True', blocking.reason, blocking.message));
+  } else if (programmed.status !== 'True') {
+    out.push(cond('Reconciling', 'True', programmed.reason, programmed.message));
+  }
+  return out;
 }
 
 /** Equal for the purpose of writing: everything but lastTransitionTime of unchanged conditions. */
@@ -172,6 +187,9 @@ export function sameStatus(a: RateLimitConfigStatus | undefined, b: RateLimitCon
       s.pods?.acked,
       s.pods?.nacked,
       s.podsAcked,
+      s.servedGeneration ?? null,
+      s.lastAccepted?.generation,
+      s.lastAccepted?.spec,
       (s.conditions ?? []).map((c) => [c.type, c.status, c.reason, c.message, c.observedGeneration]),
     ]);
   return norm(a) === norm(b);

@@ -13,6 +13,9 @@ Options:
   --kubeconfig <file>              kubeconfig to use
   --namespace <ns>                 watch RateLimitConfigs in one namespace only (default: all)
   --xds-listen <host:port>         xDS (ADS) listen address (default 0.0.0.0:18000)
+  --xds-tls-cert <file>            xDS server certificate chain (PEM); enables TLS (read at start)
+  --xds-tls-key <file>             xDS server private key (PEM)
+  --xds-tls-client-ca <file>       CA bundle for pod client certificates; enables mutual TLS
   --metrics-listen <host:port>     Prometheus /metrics (default 0.0.0.0:8080; "off" disables)
   --health-listen <host:port>      /healthz and /readyz (default 0.0.0.0:8081; "off" disables)
   --leader-elect <true|false>      take part in Lease leader election (default true; false: always write status)
@@ -27,6 +30,12 @@ Options:
   --pod-report-ttl <ms>            with leader election: this replica's report of its pods (a Lease
                                    <leader-election-id>-pods-<identity>) counts this long after its
                                    last renewal; renewed every third of it (default 30000)
+  --domain-policy <rules>          tenant isolation: which namespaces may claim which domains, as
+                                   <namespace>=<pattern>[,<pattern>...] entries separated by ";"
+                                   (namespace * = every namespace; in a pattern * matches anything and
+                                   {namespace} is the resource's namespace), e.g.
+                                   "team-a=checkout,checkout-*;*={namespace}-*". Default: $DOMAIN_POLICY,
+                                   else none (any namespace may claim any domain)
   --log-level <level>              trace, debug, info, warn, error (default info)
   -h, --help                       show this help
 `;
@@ -36,6 +45,9 @@ export const USAGE_FLAGS = [
   '--kubeconfig',
   '--namespace',
   '--xds-listen',
+  '--xds-tls-cert',
+  '--xds-tls-key',
+  '--xds-tls-client-ca',
   '--metrics-listen',
   '--health-listen',
   '--leader-elect',
@@ -47,6 +59,7 @@ export const USAGE_FLAGS = [
   '--identity',
   '--resync',
   '--pod-report-ttl',
+  '--domain-policy',
   '--log-level',
   '--help',
 ];

@@ -3,9 +3,12 @@
 // reads back as the message.
 import t from 'tap';
 import fc from 'fast-check';
-import { rateLimitServiceDefinition } from './rls.js';
+import * as protoLoader from '@grpc/proto-loader';
+import { isDeepStrictEqual } from 'node:util';
+import { LOADER_OPTIONS } from './loader.js';
+import { rateLimitServiceDefinition, RLS_PROTO_FILE, RLS_SERVICE_NAME } from './rls.js';
 import type { WireRateLimitRequest, WireRateLimitResponse } from './rls.js';
-import { decodeRateLimitRequest, encodeRateLimitResponse } from './rls-codec.js';
+import { decodeRateLimitRequest, encodeRateLimitResponse, InvalidFieldError } from './rls-codec.js';
 
 const def = rateLimitServiceDefinition().ShouldRateLimit;
 const pbEncodeRequest = (r: unknown) => def.requestSerialize(r) as Buffer;
@@ -151,3 +154,118 @@ t.test('responses with dynamic metadata or negative numbers are left to protobuf
     'all defaults: no bytes',
   );
 });
+
+// protobufjs with 64-bit integers as decimal strings: the exact value to compare against.
+const exactDef = (
+  protoLoader.loadSync([RLS_PROTO_FILE], { ...LOADER_OPTIONS, longs: String })[RLS_SERVICE_NAME] as Record<
+    string,
+    { requestDeserialize(b: Buffer): unknown; requestSerialize(r: unknown): Buffer }
+  >
+).ShouldRateLimit!;
+
+t.test('64-bit varints decode exactly over the full uint64 range, as protobufjs reads them', async (t) => {
+  const u64 = fc.oneof(
+    fc.bigInt({ min: 0n, max: 2n ** 64n - 1n }),
+    fc.bigInt({ min: 2n ** 53n - 2n, max: 2n ** 53n + 2n }),
+    fc.constantFrom(0n, 1n, 2n ** 63n - 1n, 2n ** 63n, 2n ** 64n - 1n),
+  );
+  fc.assert(
+    fc.property(u64, u64, (hits, requestHits) => {
+      // Every varint field of the request, written with a 64-bit value.
+      const bytes = exactDef.requestSerialize({
+        domain: 'd',
+        hitsAddend: requestHits.toString(),
+        descriptors: [{ entries: [], hitsAddend: { value: hits.toString() }, limit: { requestsPerUnit: 1 } }],
+      });
+      const mine = decodeRateLimitRequest(bytes);
+      const theirs = exactDef.requestDeserialize(bytes) as {
+        hitsAddend?: number;
+        descriptors: { hitsAddend?: { value?: string } }[];
+      };
+      const value = mine.descriptors![0]!.hitsAddend!.value!;
+      const expected = BigInt(theirs.descriptors[0]!.hitsAddend!.value ?? '0');
+      if (BigInt(value) !== expected) return false;
+      if (expected <= BigInt(Number.MAX_SAFE_INTEGER) ? typeof value !== 'number' : typeof value !== 'bigint')
+        return false;
+      return (mine.hitsAddend ?? 0) === (theirs.hitsAddend ?? 0);
+    }),
+    { numRuns: 2000 },
+  );
+  t.pass('2000 random uint64 values');
+  // The issue's bytes: ff ff ff ff ff ff ff ff ff 01 is 2^64-1, not 1.
+  const ten = Buffer.from([
+    0x12, 0x0d, 0x1a, 0x0b, 0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01,
+  ]);
+  t.equal(decodeRateLimitRequest(ten).descriptors![0]!.hitsAddend!.value, 2n ** 64n - 1n);
+});
+
+t.test('uint32 fields keep the exact low 32 bits of a longer varint, as protobufjs does', async (t) => {
+  const varint = (n: bigint) => {
+    const out: number[] = [];
+    while (n >= 0x80n) {
+      out.push(Number(n & 0x7fn) | 0x80);
+      n >>= 7n;
+    }
+    return [...out, Number(n)];
+  };
+  fc.assert(
+    fc.property(
+      fc.bigInt({ min: 0n, max: 2n ** 64n - 1n }),
+      fc.bigInt({ min: 0n, max: 2n ** 64n - 1n }),
+      (a, b) => {
+        const limit = [0x08, ...varint(a), 0x10, 2];
+        const descriptor = [0x12, limit.length, ...limit];
+        // The request's field 3 first: protobufjs misreads a long uint32 varint at the very end of a buffer.
+        const bytes = Buffer.from([
+          0x18,
+          ...varint(b),
+          0x12,
+          descriptor.length,
+          ...descriptor,
+          0x0a,
+          1,
+          0x64,
+        ]);
+        const mine = decodeRateLimitRequest(bytes);
+        const low = (n: bigint) => Number(n & 0xffffffffn);
+        if (mine.hitsAddend !== low(b) || mine.descriptors![0]!.limit!.requestsPerUnit !== low(a))
+          return false;
+        // protobufjs skips 5 more bytes after the 5th of a uint32 varint (it expects the 10-byte form
+        // of a negative int32), so it is the oracle only for varints of up to 5 or exactly 10 bytes.
+        const fair = (n: bigint) => n < 2n ** 35n || n >= 2n ** 63n;
+        return !fair(a) || !fair(b) || isDeepStrictEqual(mine, pbDecodeRequest(bytes));
+      },
+    ),
+    { numRuns: 2000 },
+  );
+  t.pass('2000 random 64-bit values in uint32 fields');
+});
+
+t.test(
+  'a string field that is not UTF-8 is an InvalidFieldError (INVALID_ARGUMENT), UTF-8 decodes',
+  async (t) => {
+    const entry = (value: number[]) => {
+      const e = [0x0a, 1, 0x6b, 0x12, value.length, ...value];
+      const d = [0x0a, e.length, ...e];
+      return Buffer.from([0x12, d.length, ...d]);
+    };
+    for (const bad of [
+      [0x61, 0xff],
+      [0x61, 0xfe],
+      [0xc3],
+      [0xed, 0xa0, 0x80],
+      [0xf8, 0x88, 0x80, 0x80, 0x80],
+    ]) {
+      t.throws(() => decodeRateLimitRequest(entry(bad)), InvalidFieldError, Buffer.from(bad).toString('hex'));
+    }
+    t.equal(new InvalidFieldError('x').grpcCode, 3, 'INVALID_ARGUMENT');
+    const good = [...Buffer.from('añ€😀')];
+    t.equal(decodeRateLimitRequest(entry(good)).descriptors![0]!.entries![0]!.value, 'añ€😀');
+    const bom = [0xef, 0xbb, 0xbf, 0x61];
+    t.equal(
+      decodeRateLimitRequest(entry(bom)).descriptors![0]!.entries![0]!.value,
+      '\ufeffa',
+      'a BOM is kept',
+    );
+  },
+);

@@ -14,13 +14,32 @@ import type {
   WireRateLimitResponse,
   WireUnit,
 } from './rls.js';
+import { isUtf8 } from 'node:buffer';
 import { RATELIMIT_UNIT_NAMES, RATELIMIT_UNIT_NUMBER } from './units.js';
 
 const CODE_NUMBER: Record<WireCode, number> = { UNKNOWN: 0, OK: 1, OVER_LIMIT: 2 };
 
 // --- decoding -------------------------------------------------------------------------------------
 
-/** A protobuf wire reader over buf[start, end): varints up to 2^53, length-delimited spans, skips. */
+/**
+ * A caller's bad value in a well-formed message (today: a string field that is not UTF-8). The gRPC
+ * server answers INVALID_ARGUMENT (`grpcCode`) instead of INTERNAL, as for a malformed message.
+ */
+export class InvalidFieldError extends Error {
+  readonly grpcCode = 3;
+  constructor(message: string) {
+    super(message);
+    this.name = 'InvalidFieldError';
+  }
+}
+
+/** The largest integer a double holds exactly: counts above it cannot be added exactly. */
+const SAFE = Number.MAX_SAFE_INTEGER;
+
+/**
+ * A protobuf wire reader over buf[start, end): varints (exact to 2^53 as numbers, exact uint32 and
+ * uint64 reads where the field has that type), length-delimited spans, UTF-8-checked strings, skips.
+ */
 export class ProtoReader {
   pos: number;
   constructor(
@@ -31,6 +50,7 @@ export class ProtoReader {
     this.pos = start;
   }
 
+  /** A varint as a number: exact up to 2^53 (tags, lengths, small values); see uint32/uint64. */
   varint(): number {
     let result = 0;
     let shift = 0;
@@ -43,6 +63,30 @@ export class ProtoReader {
       shift += 7;
       if (shift > 63) throw new Error('varint longer than 10 bytes');
     }
+  }
+
+  /** A uint32 field: the low 32 bits of the varint, exactly (as protobufjs and Go read a longer one). */
+  uint32(): number {
+    const start = this.pos;
+    const first = this.varint();
+    if (first <= 0xffffffff) return first;
+    // More than 32 bits: take the low 32 from the bytes (the double above may have rounded them).
+    let lo = 0;
+    for (let i = 0; i < 5; i++) lo |= (this.buf[start + i]! & 0x7f) << (7 * i);
+    return lo >>> 0;
+  }
+
+  /**
+   * A uint64 field: a number when it is at most 2^53-1 (always, in practice), otherwise the exact
+   * value as a bigint (the rare path; the caller decides whether it is in range).
+   */
+  uint64(): number | bigint {
+    const start = this.pos;
+    const n = this.varint();
+    if (n <= SAFE) return n;
+    let v = 0n;
+    for (let i = this.pos - 1; i >= start; i--) v = (v << 7n) | BigInt(this.buf[i]! & 0x7f);
+    return BigInt.asUintN(64, v);
   }
 
   /** Bounds of a length-delimited field's bytes; the reader moves past them. */
@@ -60,9 +104,23 @@ export class ProtoReader {
     return new ProtoReader(this.buf, start, this.pos);
   }
 
+  /**
+   * A string field; not UTF-8 is the caller's error (InvalidFieldError), as grpc-go rejects it, instead
+   * of U+FFFD replacements that would make different values the same counter. ASCII (the usual case)
+   * is checked byte by byte; anything else by isUtf8.
+   */
   string(): string {
     const start = this.span();
-    return this.buf.toString('utf8', start, this.pos);
+    const end = this.pos;
+    const b = this.buf;
+    for (let i = start; i < end; i++) {
+      if (b[i]! >= 0x80) {
+        if (!isUtf8(b.subarray(start, end)))
+          throw new InvalidFieldError('string field contains invalid UTF-8');
+        break;
+      }
+    }
+    return b.toString('utf8', start, end);
   }
 
   skip(wireType: number): void {
@@ -86,9 +144,6 @@ export class ProtoReader {
   }
 }
 
-/** uint32 fields: protobufjs keeps the low 32 bits of a longer varint, unsigned. */
-const u32 = (n: number): number => n % 4294967296;
-
 function decodeEntry(sub: ProtoReader): WireEntry {
   const out: WireEntry = {};
   while (sub.pos < sub.end) {
@@ -108,9 +163,9 @@ function decodeLimit(sub: ProtoReader): { requestsPerUnit?: number; unit?: WireU
     const tag = sub.varint();
     const field = tag >>> 3;
     const wt = tag & 7;
-    if (field === 1 && wt === 0) out.requestsPerUnit = u32(sub.varint());
+    if (field === 1 && wt === 0) out.requestsPerUnit = sub.uint32();
     else if (field === 2 && wt === 0) {
-      const n = u32(sub.varint());
+      const n = sub.uint32();
       // An enum number without a name stays a number, as protobufjs leaves it.
       out.unit = RATELIMIT_UNIT_NAMES[n] ?? n;
     } else sub.skip(wt);
@@ -118,11 +173,11 @@ function decodeLimit(sub: ProtoReader): { requestsPerUnit?: number; unit?: WireU
   return out;
 }
 
-function decodeUInt64Value(sub: ProtoReader): { value?: number } {
-  const out: { value?: number } = {};
+function decodeUInt64Value(sub: ProtoReader): { value?: number | bigint } {
+  const out: { value?: number | bigint } = {};
   while (sub.pos < sub.end) {
     const tag = sub.varint();
-    if (tag === 0x08) out.value = sub.varint();
+    if (tag === 0x08) out.value = sub.uint64();
     else sub.skip(tag & 7);
   }
   return out;
@@ -149,7 +204,10 @@ function mergeInto<T extends object>(prev: T | null | undefined, next: T): T {
   return prev ? { ...prev, ...next } : next;
 }
 
-/** RateLimitRequest from its bytes; throws on malformed input (the server answers INTERNAL). */
+/**
+ * RateLimitRequest from its bytes; throws on malformed input (the server answers INTERNAL) and
+ * InvalidFieldError on a string that is not UTF-8 (INVALID_ARGUMENT).
+ */
 export function decodeRateLimitRequest(buf: Buffer): WireRateLimitRequest {
   const r = new ProtoReader(buf, 0, buf.length);
   const out: WireRateLimitRequest = {};
@@ -160,7 +218,7 @@ export function decodeRateLimitRequest(buf: Buffer): WireRateLimitRequest {
     if (field === 1 && wt === 2) out.domain = r.string();
     else if (field === 2 && wt === 2) {
       (out.descriptors ??= []).push(decodeDescriptor(r.nested()));
-    } else if (field === 3 && wt === 0) out.hitsAddend = u32(r.varint());
+    } else if (field === 3 && wt === 0) out.hitsAddend = r.uint32();
     else r.skip(wt);
   }
   return out;

@@ -18,7 +18,8 @@ export interface WireEntry {
 export interface WireDescriptor {
   entries?: WireEntry[];
   limit?: { requestsPerUnit?: number; unit?: WireUnit | number } | null;
-  hitsAddend?: { value?: number } | null;
+  /** uint64: a bigint only when above 2^53-1 (exact; out of the service's range). */
+  hitsAddend?: { value?: number | bigint } | null;
 }
 export interface WireRateLimitRequest {
   domain?: string;

@@ -10,6 +10,13 @@ import { loadPackageDefinition, PROTO_INCLUDE_DIRS } from './loader.js';
 import { fromStruct, toStruct, type StructValue } from './struct.js';
 import { RATELIMIT_UNIT_NAMES, RATELIMIT_UNIT_NUMBER, type RateLimitUnitName } from './units.js';
 
+/**
+ * The largest xDS DiscoveryResponse: what the control plane may send and what the service's xDS
+ * client accepts (XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES, the control plane's --max-send-bytes). One
+ * number for both sides, gRPC's default receive limit, so a config one side takes the other can too.
+ */
+export const XDS_MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
+
 export const RLS_CONF_PROTO_FILE = 'ratelimit/config/ratelimit/v3/rls_conf.proto';
 export const RATELIMIT_CONFIG_MESSAGE = 'ratelimit.config.ratelimit.v3.RateLimitConfig';
 export const RATELIMIT_CONFIG_TYPE_URL = `type.googleapis.com/${RATELIMIT_CONFIG_MESSAGE}`;

@@ -13,13 +13,16 @@ import {
 import { createLogger } from './logging.js';
 import { MemcacheCounterStore } from './memcache/index.js';
 import { MemoryCounterStore } from './memory/index.js';
-import { RedisCounterStore } from './redis/index.js';
+import { CIRCUIT_STATE_VALUE, CircuitBreakerStore, RedisCounterStore } from './redis/index.js';
 import { FileConfigProvider, type ConfigUpdate } from './runtime/index.js';
 import { DebugServer, HealthChecker, RateLimitGrpcServer, RateLimitHttpServer } from './server/index.js';
 import { RateLimitService } from './service/index.js';
 import type { Env, Settings } from './settings/index.js';
 import { StatsStore, createStatsPipeline, type StatsPipeline } from './stats/index.js';
 import { cacheSpanName, createTracing, type RateLimitTracing } from './tracing/index.js';
+
+/** How long shutdown lets in-flight calls finish (the README's drain time). */
+export const SHUTDOWN_DRAIN_MS = 10_000;
 
 export interface ConfigSource {
   start(): Promise<void>;
@@ -40,7 +43,7 @@ export interface RateLimitAppOptions {
 export class RateLimitApp {
   readonly settings: Settings;
   readonly logger: Logger;
-  readonly stats = new StatsStore();
+  readonly stats: StatsStore;
   /** Sinks and flushing of `stats`: StatsD, DogStatsD, the log or Prometheus. */
   readonly statsPipeline: StatsPipeline;
   /** OpenTelemetry; undefined when TRACING_ENABLED is false (then nothing is traced at all). */
@@ -60,6 +63,7 @@ export class RateLimitApp {
 
   constructor(private readonly opts: RateLimitAppOptions) {
     const s = (this.settings = opts.settings);
+    this.stats = new StatsStore({ maxUnknownDomains: s.stats.maxUnknownDomains });
     this.logger = opts.logger ?? createLogger({ level: s.logLevel, format: s.logFormat });
     this.store = opts.store ?? this.buildStore();
     this.statsPipeline = createStatsPipeline(s.stats, {
@@ -81,6 +85,7 @@ export class RateLimitApp {
       expirationJitterMaxSeconds: s.expirationJitterMaxSeconds,
       localCache: s.localCacheSizeInBytes > 0 ? new LocalOverLimitCache(s.localCacheSizeInBytes) : undefined,
       stopCacheKeyIncrementWhenOverlimit: s.stopCacheKeyIncrementWhenOverlimit,
+      failureMode: s.failureMode,
     });
     this.service = new RateLimitService({
       limiter,
@@ -95,6 +100,11 @@ export class RateLimitApp {
     this.health.add('sigterm', true);
     if (s.healthyWithAtLeastOneConfigLoaded) this.health.add('config', false);
     if (s.redisHealthCheckActiveConnection) this.health.addProbe('cache', () => this.store.isHealthy());
+    else if (this.store instanceof CircuitBreakerStore) {
+      // Not ready for the cache until Redis has answered once (a start without Redis goes on without it).
+      const store = this.store;
+      this.health.addProbe('cache', () => store.hasConnected());
+    }
   }
 
   private buildStore(): CounterStore {
@@ -102,8 +112,8 @@ export class RateLimitApp {
     switch (s.backendType) {
       case 'memory':
         return new MemoryCounterStore();
-      case 'redis':
-        return new RedisCounterStore({
+      case 'redis': {
+        const redis = new RedisCounterStore({
           settings: s.redis,
           tlsFiles: s.redisTlsFiles,
           perSecond: s.redisPerSecond
@@ -111,6 +121,22 @@ export class RateLimitApp {
             : undefined,
           logger: this.logger,
         });
+        // ratelimit.redis.<shard>.circuit_state: 0 closed, 1 half open, 2 open.
+        const gauges = this.stats;
+        return new CircuitBreakerStore(
+          redis,
+          s.redisCircuitBreaker,
+          {
+            onState: (shard, state, from) => {
+              gauges.gauge(circuitStatName(shard, 'circuit_state')).set(CIRCUIT_STATE_VALUE[state]);
+              if (state === 'open' && from === 'closed')
+                gauges.counter(circuitStatName(shard, 'circuit_open')).inc();
+            },
+          },
+          this.logger,
+          s.redisStartupWaitMs,
+        );
+      }
       case 'memcache':
         return new MemcacheCounterStore({ settings: s.memcache, logger: this.logger });
       default:
@@ -192,6 +218,9 @@ export class RateLimitApp {
           ignoreDotFiles: s.runtimeIgnoreDotFiles,
           watchRoot: s.runtimeWatchRoot,
           mergeDomainConfig: s.mergeDomainConfig,
+          yamlLimits: s.configYamlLimits,
+          parseTimeoutMs: s.configParseTimeoutMs,
+          logger: this.logger,
         },
         (u) => this.applyConfig(u),
       );
@@ -211,6 +240,7 @@ export class RateLimitApp {
       logger: this.logger,
       host: s.debugHost,
       port: s.debugPort,
+      pprofEnabled: s.debugPprofEnabled,
     });
     this.http = new RateLimitHttpServer({
       service: this.service,
@@ -231,6 +261,8 @@ export class RateLimitApp {
       maxConnectionAgeMs: s.grpcMaxConnectionAgeMs,
       maxConnectionAgeGraceMs: s.grpcMaxConnectionAgeGraceMs,
       maxReceiveMessageLength: s.grpcMaxRecvMsgSize,
+      maxConcurrentStreams: s.grpcMaxConcurrentStreams,
+      maxSessionMemoryMb: s.grpcMaxSessionMemoryMb,
       tls: s.grpcServerUseTls
         ? {
             certFile: s.grpcServerTlsCert,
@@ -250,7 +282,7 @@ export class RateLimitApp {
   }
 
   /** Graceful stop: unhealthy first, then listeners finish in-flight calls, then the store closes. */
-  async close(deadlineMs = 10_000): Promise<void> {
+  async close(deadlineMs = SHUTDOWN_DRAIN_MS): Promise<void> {
     this.health.fail('sigterm');
     clearInterval(this.healthTimer);
     await Promise.all([this.grpc?.close(deadlineMs), this.http?.close(), this.debug?.close()]);
@@ -259,4 +291,12 @@ export class RateLimitApp {
     await this.statsPipeline.close();
     await this.tracing?.close();
   }
+}
+
+/** `REDIS 127.0.0.1:7000` -> `ratelimit.redis.REDIS.127_0_0_1_7000.<stat>` (the shard part is one label). */
+function circuitStatName(shard: string, stat: string): string {
+  const space = shard.indexOf(' ');
+  const deployment = space < 0 ? shard : shard.slice(0, space);
+  const node = space < 0 ? 'all' : shard.slice(space + 1).replace(/[.:|]/g, '_');
+  return `ratelimit.redis.${deployment}.${node}.${stat}`;
 }

@@ -1,5 +1,5 @@
 // The `ratelimit` binary: settings from the environment, then the app, until SIGTERM/SIGINT.
-import { RateLimitApp } from './app.js';
+import { RateLimitApp, SHUTDOWN_DRAIN_MS } from './app.js';
 import { createLogger } from './logging.js';
 import { loadSettings, SettingsError } from './settings/index.js';
 import { createXdsSource } from './xds-source.js';
@@ -22,7 +22,12 @@ async function main(): Promise<void> {
     if (stopping) return;
     stopping = true;
     logger.warn(`received ${signal}, shutting down gracefully`);
-    app.close().then(
+    // Nothing may hold the exit past the drain time (a stuck store, a hung peer): a last resort.
+    setTimeout(() => {
+      logger.error(`shutdown did not finish within ${SHUTDOWN_DRAIN_MS + 2000} ms; exiting`);
+      process.exit(1);
+    }, SHUTDOWN_DRAIN_MS + 2000).unref();
+    app.close(SHUTDOWN_DRAIN_MS).then(
       () => process.exit(0),
       (err) => {
         logger.error({ err }, 'error during shutdown');

@@ -196,6 +196,19 @@ t.test('gRPC: protocol validation errors are INVALID_ARGUMENT with the field nam
   t.ok(svc.app.stats.snapshot()['ratelimit.service.call.should_rate_limit.service_error'] >= 4);
 });
 
+t.test(
+  'an empty value (Envoy sends one for a present but empty header) takes the key-only rule',
+  async (t) => {
+    const r = await svc.call({ domain: 'basic', descriptors: [{ entries: [{ key: 'key2', value: '' }] }] });
+    t.equal(r.overallCode, 'OK');
+    t.same(r.statuses[0].currentLimit, { requestsPerUnit: 20, unit: 'MINUTE' });
+    const keys = await rc.keys(`${prefix}basic_key2__*`);
+    t.equal(keys.length, 1, 'counted under key2 with an empty value, as the reference keys it');
+    const viaJson = await svc.postJson({ domain: 'basic', descriptors: [{ entries: [{ key: 'key2' }] }] });
+    t.equal(viaJson.status, 200, '/json: an absent value is the empty string');
+  },
+);
+
 t.test('a request-supplied limit override applies with its own unit', async (t) => {
   const v = `ovr${Date.now()}`;
   const req = {

@@ -14,7 +14,10 @@ K8S_VERSION=v1.34.10 # k8s.io/kubernetes; tools/k8s-bin/go.mod must require the 
 ETCD_VERSION=v3.6.4  # go.etcd.io/etcd/server/v3, the version k8s 1.34 links its etcd client at
 HELM_VERSION=v3.22.0
 # github.com/envoyproxy/ratelimit has no release tags since v1.4.0; this is the main branch at 2026-01-22
-# (commit 3fb702589d36), resolved with `go list -m github.com/envoyproxy/ratelimit@latest`.
+# (commit 3fb702589d36), resolved with `go list -m github.com/envoyproxy/ratelimit@latest`. Re-checked
+# 2026-11-24: still the newest the module proxy serves (`go list -m -versions` lists only it; later
+# commits, e.g. 6bcd4d2, answer 403 "This module version is not available"). The interop tests and the
+# benchmark use this binary; README "Differences from the reference" says where main has moved past it.
 RATELIMIT_VERSION=v1.4.1-0.20260122083618-3fb702589d36
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

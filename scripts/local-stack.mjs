@@ -33,7 +33,8 @@ if (!process.env.BACKEND_TYPE) {
   if (process.env.REDIS_URL && !process.env.REDIS_SOCKET_TYPE) env.REDIS_SOCKET_TYPE = 'tcp';
 }
 
-// LOCAL_STACK_TSX=1 runs the TypeScript sources through tsx instead of dist/ (used by the test).
+// LOCAL_STACK_TSX=1 runs the TypeScript sources through tsx instead of dist/ (for quick edits; the
+// test runs the built bins).
 const fromSource = process.env.LOCAL_STACK_TSX === '1';
 const entry = (bin, source) => (fromSource ? ['--import', 'tsx', join(repo, source)] : [join(repo, bin)]);
 

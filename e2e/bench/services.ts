@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { rateLimitServiceDefinition } from '../../proto/index.js';
 import type { WireRateLimitRequest, WireRateLimitResponse } from '../../proto/index.js';
+import { builtBin } from '../harness/dist.js';
 import { resolveReferenceRatelimit } from '../harness/kube.js';
 import { freePort, LOOPBACK, ServerProcess, waitForPort } from '../harness/net.js';
 import { redisInfo, respCommand, startRedis, type RedisServer } from '../harness/redis.js';
@@ -118,7 +119,7 @@ export interface ServiceOptions {
   localCacheBytes: number;
   /** Extra node flags for our service, e.g. --cpu-prof (ignored for the reference). */
   nodeArgs?: string[];
-  /** Our service only: load loop-probe.ts, writing event-loop stalls to this file. */
+  /** Our service only: load loop-probe-preload.mjs, writing event-loop stalls to this file. */
   loopProbeFile?: string;
 }
 
@@ -170,13 +171,12 @@ export class BenchService {
     };
     let command: string[];
     if (o.kind === 'ours') {
+      // The shipped bin (dist/), no tsx; the loop probe is plain JavaScript.
       command = [
         process.execPath,
         ...(o.nodeArgs ?? []),
-        '--import',
-        'tsx',
-        ...(o.loopProbeFile ? ['--import', join(REPO_ROOT, 'e2e', 'bench', 'loop-probe.ts')] : []),
-        join(REPO_ROOT, 'ratelimit', 'main.ts'),
+        ...(o.loopProbeFile ? ['--import', join(REPO_ROOT, 'e2e', 'bench', 'loop-probe-preload.mjs')] : []),
+        builtBin('ratelimit'),
       ];
     } else {
       const bin = BenchService.referenceBinary();

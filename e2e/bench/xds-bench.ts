@@ -6,10 +6,17 @@
 //             does) against the server.
 //   node --import tsx e2e/bench/xds-bench.ts server <clients> <changes>
 //   node --import tsx e2e/bench/xds-bench.ts clients <port> <clients>
-import { AdsServer, InMemorySnapshotCache, resourceFromDocument } from '../../control-plane/index.js';
-import { RATELIMIT_CONFIG_TYPE_URL } from '../../proto/index.js';
-import { compileConfig } from '../../ratelimit/config/index.js';
-import { XdsConfigClient } from '../../ratelimit/xds/index.js';
+import { importBuilt } from '../harness/dist.js';
+import type { XdsConfigClient } from '../../ratelimit/xds/index.js';
+
+// The measured code is the build's (dist/), typed by its sources.
+const { AdsServer, InMemorySnapshotCache, resourceFromDocument } =
+  await importBuilt<typeof import('../../control-plane/index.js')>('control-plane/index');
+const { RATELIMIT_CONFIG_TYPE_URL } = await importBuilt<typeof import('../../proto/index.js')>('proto/index');
+const { compileConfig } =
+  await importBuilt<typeof import('../../ratelimit/config/index.js')>('ratelimit/config/index');
+const { XdsConfigClient: BuiltXdsConfigClient } =
+  await importBuilt<typeof import('../../ratelimit/xds/index.js')>('ratelimit/xds/index');
 
 export interface XdsResult {
   clients: number;
@@ -90,7 +97,7 @@ async function server(clients: number, changes: number, descriptors: number): Pr
 async function runClients(port: number, n: number): Promise<void> {
   const clients: XdsConfigClient[] = [];
   for (let i = 0; i < n; i++) {
-    const c = new XdsConfigClient({
+    const c = new BuiltXdsConfigClient({
       nodeId: `bench-${i}`,
       serverUrl: `127.0.0.1:${port}`,
       onConfig: (documents) => {

@@ -212,8 +212,17 @@ t.test('wildcards: exact first, then wildcards in config order, then key only', 
   t.equal(rpu('fox'), 2);
   t.equal(rpu('bar'), 4, 'key only when no wildcard matches');
   t.equal(c.getLimit('w', req(['wild', 'foo1']))!.statKey, 'w.wild_foo*');
-  t.equal(c.getLimit('w', req(['mid', 'barab'])), undefined, 'a * inside a value is literal');
+  t.equal(
+    c.getLimit('w', req(['mid', 'barab']))?.rule.requestsPerUnit,
+    5,
+    'a * inside a value is a wildcard',
+  );
   t.equal(c.getLimit('w', req(['mid', 'bar*b']))?.rule.requestsPerUnit, 5);
+  t.equal(
+    c.getLimit('w', req(['mid', 'barabc'])),
+    undefined,
+    'the part after an inner * is anchored at the end',
+  );
   t.equal(c.getLimit('w', req(['exact', 'foo1'])), undefined, 'no eager matching of plain values');
   t.equal(
     c.getLimit('w', req(['nest', 'n1'], ['inner', 'i2']))?.rule.requestsPerUnit,
@@ -221,6 +230,75 @@ t.test('wildcards: exact first, then wildcards in config order, then key only', 
     'nested wildcard levels',
   );
   t.equal(c.getLimit('w', req(['nest', 'n1'], ['inner', 'x'])), undefined);
+});
+
+t.test('inner wildcards: a * anywhere matches any run, also an empty one', async (t) => {
+  const c = load(`
+domain: w
+descriptors:
+  - { key: k, value: "foo*bar", rate_limit: { unit: second, requests_per_unit: 1 } }
+  - { key: k, value: "foo9bar", rate_limit: { unit: second, requests_per_unit: 2 } }
+  - { key: k, value: "*.example.com", rate_limit: { unit: second, requests_per_unit: 3 } }
+  - { key: k, value: "a*b*c", rate_limit: { unit: second, requests_per_unit: 4 } }
+  - { key: k, value: "x**y", rate_limit: { unit: second, requests_per_unit: 5 } }
+  - { key: k, value: "ab*ba", rate_limit: { unit: second, requests_per_unit: 6 } }
+  - { key: k, value: "foo*", rate_limit: { unit: second, requests_per_unit: 7 } }
+  - { key: k, rate_limit: { unit: second, requests_per_unit: 8 } }
+`);
+  const rpu = (v: string) => c.getLimit('w', req(['k', v]))?.rule.requestsPerUnit;
+  t.equal(rpu('foo123bar'), 1);
+  t.equal(rpu('foobar'), 1, 'the * matches an empty run');
+  t.equal(rpu('foo9bar'), 2, 'an exact value beats a wildcard that also matches');
+  t.equal(rpu('foo123bar1'), 7, 'foo*bar must end in bar; the later trailing wildcard matches');
+  t.equal(rpu('api.example.com'), 3, 'a leading *');
+  t.equal(rpu('example.com'), 8, 'the literal after a leading * keeps its dot');
+  t.equal(rpu('a1b2c'), 4, 'several stars, parts in order');
+  t.equal(rpu('abc'), 4);
+  t.equal(rpu('acb'), 8, 'parts out of order do not match');
+  t.equal(rpu('xy'), 5, 'consecutive stars act as one');
+  t.equal(rpu('aba'), 8, 'prefix and suffix may not overlap');
+  t.equal(rpu('abba'), 6);
+  t.equal(c.getLimit('w', req(['k', 'foo1bar']))!.statKey, 'w.k_foo*bar', 'stats keyed by the pattern');
+
+  const keys = load(`
+domain: w
+descriptors:
+  - { key: "k*y", value: v, rate_limit: { unit: second, requests_per_unit: 1 } }
+  - { key: "pre*", rate_limit: { unit: second, requests_per_unit: 2 } }
+`);
+  t.equal(keys.getLimit('w', req(['kXy', 'v'])), undefined, 'a * in a key is literal');
+  t.equal(keys.getLimit('w', req(['k*y', 'v']))?.rule.requestsPerUnit, 1);
+  t.equal(
+    keys.getLimit('w', req(['prefix', '1']))?.rule.requestsPerUnit,
+    2,
+    'reference quirk kept: a key-only entry ending in * is a prefix match on key_value',
+  );
+
+  const order = load(`
+domain: w
+descriptors:
+  - { key: k, value: "foo*", rate_limit: { unit: second, requests_per_unit: 1 } }
+  - { key: k, value: "foo*bar", rate_limit: { unit: second, requests_per_unit: 2 } }
+`);
+  t.equal(
+    order.getLimit('w', req(['k', 'foo1bar']))?.rule.requestsPerUnit,
+    1,
+    'trailing and inner wildcards share one config order: the first listed match wins',
+  );
+  const nested = load(`
+domain: w
+descriptors:
+  - key: host
+    value: "*.internal"
+    descriptors:
+      - { key: path, value: "/v*/users", rate_limit: { unit: second, requests_per_unit: 9 } }
+`);
+  t.equal(
+    nested.getLimit('w', req(['host', 'db.internal'], ['path', '/v2/users']))?.rule.requestsPerUnit,
+    9,
+    'inner wildcards at nested levels',
+  );
+  t.equal(nested.getLimit('w', req(['host', 'db.internal'], ['path', '/v2/users/1'])), undefined);
 });
 
 t.test('wildcard order follows the config, not length', async (t) => {

@@ -1,6 +1,9 @@
 // The compiled configuration and the reference's GetLimit. Compiled once per load into per-level
-// maps, so a request costs a map lookup per entry (plus an ordered prefix scan when the level has
+// maps, so a request costs a map lookup per entry (plus an ordered wildcard scan when the level has
 // wildcards), with no regex and no string building except where metrics need request values.
+// A `*` anywhere in a value is a wildcard matching any run of characters (upstream 6bcd4d2; before
+// it only a trailing `*` was). Each pattern is split into literal parts once per load and matched
+// with startsWith/endsWith/indexOf: a glob of `*` alone needs no backtracking, so no regex.
 import { ConfigError } from './errors.js';
 import type {
   ConfigFeature,
@@ -30,18 +33,79 @@ interface MatchNode {
   readonly dumpLine: string;
 }
 
+/**
+ * A wildcard entry's `key_value` pattern, split at its stars: `prefix*inner[0]*...*suffix`. It
+ * matches a request's `key_value` that starts with prefix, ends with suffix and holds the inner
+ * parts in order between them (each '*' matches any run, also an empty one).
+ */
+interface WildcardPattern {
+  readonly prefix: string;
+  /** Non-empty literal parts between the first and the last '*'. */
+  readonly inner: readonly string[];
+  readonly suffix: string;
+  /** prefix + inner + suffix lengths: shorter strings cannot match. */
+  readonly minLength: number;
+  readonly node: MatchNode;
+}
+
 interface MatchLevel {
   /** key_value and key-only entries, in one map as in the reference (composite keys may collide). */
   readonly byKey: Map<string, MatchNode>;
-  /** Entries whose composite key ends with '*', in config order; prefix = composite key minus that '*'. */
-  readonly wildcardPrefixes: string[];
-  readonly wildcardNodes: MatchNode[];
+  /** Wildcard entries (see compileWildcard), in config order (the first match wins). */
+  readonly wildcards: WildcardPattern[];
   /** Config order, for dump(). */
   readonly ordered: MatchNode[];
 }
 
 function newLevel(): MatchLevel {
-  return { byKey: new Map(), wildcardPrefixes: [], wildcardNodes: [], ordered: [] };
+  return { byKey: new Map(), wildcards: [], ordered: [] };
+}
+
+/**
+ * The wildcard of an entry, if any. A '*' in the value is a wildcard wherever it stands; a '*' in
+ * the key is literal, except that a key-only entry whose key ends in '*' keeps the reference's
+ * trailing-'*' prefix rule on the composite key (a quirk of comparing `key_value` strings).
+ */
+function compileWildcard(
+  key: string,
+  value: string | undefined,
+  node: MatchNode,
+): WildcardPattern | undefined {
+  let prefix: string;
+  let inner: string[];
+  let suffix: string;
+  if (value !== undefined && value.includes('*')) {
+    const parts = value.split('*');
+    prefix = key + '_' + parts[0]!;
+    suffix = parts[parts.length - 1]!;
+    inner = parts.slice(1, -1).filter((p) => p !== '');
+  } else if (node.finalKey.endsWith('*')) {
+    prefix = node.finalKey.slice(0, -1);
+    suffix = '';
+    inner = [];
+  } else {
+    return undefined;
+  }
+  let minLength = prefix.length + suffix.length;
+  for (const p of inner) minLength += p.length;
+  return { prefix, inner: Object.freeze(inner), suffix, minLength, node };
+}
+
+/** Leftmost-first glob match of `s` against a pattern of literals and '*' (linear, no backtracking needed). */
+function wildcardMatches(s: string, w: WildcardPattern): boolean {
+  if (s.length < w.minLength || !s.startsWith(w.prefix)) return false;
+  if (w.suffix !== '' && !s.endsWith(w.suffix)) return false;
+  const inner = w.inner;
+  if (inner.length === 0) return true;
+  let pos = w.prefix.length;
+  const end = s.length - w.suffix.length;
+  for (let i = 0; i < inner.length; i++) {
+    const part = inner[i]!;
+    const at = s.indexOf(part, pos);
+    if (at < 0 || at + part.length > end) return false;
+    pos = at + part.length;
+  }
+  return true;
 }
 
 /** The features of the rules in a compiled tree (for negotiation and backend checks). */
@@ -94,10 +158,8 @@ function loadLevel(
     }
     level.byKey.set(finalKey, node);
     level.ordered.push(node);
-    if (finalKey.endsWith('*')) {
-      level.wildcardPrefixes.push(finalKey.slice(0, -1));
-      level.wildcardNodes.push(node);
-    }
+    const wildcard = compileWildcard(entry.key, entry.value, node);
+    if (wildcard !== undefined) level.wildcards.push(wildcard);
   });
 }
 
@@ -163,10 +225,10 @@ export class CompiledRateLimitConfig implements RateLimitConfig {
       let node = level.byKey.get(lookup);
       let wildcardKey: string | undefined;
       if (node === undefined) {
-        const prefixes = level.wildcardPrefixes;
-        for (let j = 0; j < prefixes.length; j++) {
-          if (lookup.startsWith(prefixes[j]!)) {
-            node = level.wildcardNodes[j]!;
+        const wildcards = level.wildcards;
+        for (let j = 0; j < wildcards.length; j++) {
+          if (wildcardMatches(lookup, wildcards[j]!)) {
+            node = wildcards[j]!.node;
             wildcardKey = node.finalKey;
             break;
           }

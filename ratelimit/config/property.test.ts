@@ -1,6 +1,8 @@
 // Property tests: random configurations and requests. The oracle below is a direct transcription of
-// the reference's GetLimit (string-keyed tree walk, stats keys built as it builds them); the compiled
-// matcher must agree with it on every request.
+// the reference's GetLimit (string-keyed tree walk, stats keys built as it builds them), with its
+// wildcard test generalised to a `*` anywhere in the value (matched here with a RegExp,
+// independently of the matcher's split-and-indexOf); the compiled matcher must agree with it on
+// every request.
 import fc from 'fast-check';
 import t from 'tap';
 import { compileConfig, type DescriptorEntry } from './index.js';
@@ -15,10 +17,10 @@ interface Doc {
   descriptors?: Doc[];
 }
 
-const KEYS = ['a', 'b', 'a_b', 'a_'];
-const VALUES = [undefined, 'x', 'y', 'x*', '*', 'x_y', 'y*', 'xy'];
-const REQ_KEYS = ['a', 'b', 'a_b', 'c'];
-const REQ_VALUES = ['x', 'y', 'xy', 'x_y', '', 'x*', 'yy', 'y_x'];
+const KEYS = ['a', 'b', 'a_b', 'a_', 'a*', 'b*_'];
+const VALUES = [undefined, 'x', 'y', 'x*', '*', 'x_y', 'y*', 'xy', 'x*y', '*y', 'x*_*'];
+const REQ_KEYS = ['a', 'b', 'a_b', 'c', 'a*', 'ab', 'b*_'];
+const REQ_VALUES = ['x', 'y', 'xy', 'x_y', '', 'x*', 'yy', 'y_x', 'xay', 'x*y', 'x__'];
 
 const composite = (key: string, value: string | undefined) => (value ? `${key}_${value}` : key);
 
@@ -68,6 +70,8 @@ const requestArb = fc.array(
 interface ONode {
   descriptors: Map<string, ONode>;
   wildcardKeys: string[];
+  /** Per wildcard key: the RegExp its requests must match. */
+  wildcardRes: Map<string, RegExp>;
   limit?: { fullKey: string; rpu: number; detailed: boolean };
   valueToMetric: boolean;
   shareThreshold: boolean;
@@ -80,6 +84,7 @@ function oload(into: ONode, parentKey: string, list: Doc[] | undefined): void {
     const node: ONode = {
       descriptors: new Map(),
       wildcardKeys: [],
+      wildcardRes: new Map(),
       valueToMetric: d.value_to_metric === true,
       shareThreshold: d.share_threshold === true,
       wildcardPattern: d.share_threshold && finalKey.endsWith('*') ? finalKey : '',
@@ -93,11 +98,29 @@ function oload(into: ONode, parentKey: string, list: Doc[] | undefined): void {
     }
     oload(node, parentKey + finalKey + '.', d.descriptors);
     into.descriptors.set(finalKey, node);
-    if (finalKey.endsWith('*')) into.wildcardKeys.push(finalKey);
+    const re = wildcardRegExp(d.key, d.value, finalKey);
+    if (re) {
+      into.wildcardKeys.push(finalKey);
+      into.wildcardRes.set(finalKey, re);
+    }
   }
 }
 
 const trimPrefix = (s: string, p: string) => (s.startsWith(p) ? s.slice(p.length) : s);
+
+const escapeRe = (p: string) => p.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+/**
+ * A `*` in the value matches any run (also empty), everything else literally, anchored at both
+ * ends; a key-only entry whose key ends in `*` is the reference's prefix match on the composite key.
+ */
+function wildcardRegExp(key: string, value: string | undefined, finalKey: string): RegExp | undefined {
+  if (value?.includes('*')) {
+    return new RegExp('^' + escapeRe(key + '_') + value.split('*').map(escapeRe).join('.*') + '$', 's');
+  }
+  if (finalKey.endsWith('*')) return new RegExp('^' + escapeRe(finalKey.slice(0, -1)), 's');
+  return undefined;
+}
 
 function oracle(root: ONode, domain: string, entries: DescriptorEntry[]) {
   let rateLimit: { fullKey: string; rpu: number; detailed: boolean; patterns?: string[] } | undefined;
@@ -114,7 +137,7 @@ function oracle(root: ONode, domain: string, entries: DescriptorEntry[]) {
     let wk = '';
     if (next === undefined && prev.wildcardKeys.length > 0) {
       for (const w of prev.wildcardKeys) {
-        if (finalKey.startsWith(w.slice(0, -1))) {
+        if (prev.wildcardRes.get(w)!.test(finalKey)) {
           next = map.get(w);
           wk = w;
           break;
@@ -211,6 +234,7 @@ t.test(
         const root: ONode = {
           descriptors: new Map(),
           wildcardKeys: [],
+          wildcardRes: new Map(),
           valueToMetric: false,
           shareThreshold: false,
           wildcardPattern: '',

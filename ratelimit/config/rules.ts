@@ -37,6 +37,7 @@ export function compileRule(
   if (rl === undefined && list === undefined) return undefined;
   const shadowMode = entry.shadow_mode === true;
   const metadata = entry.metadata === undefined ? {} : { metadata: Object.freeze({ ...entry.metadata }) };
+  const failureMode = entry.failure_mode === undefined ? {} : { failureMode: entry.failure_mode };
   if (list !== undefined) {
     // Validation guarantees 1..8 limits, each with a valid unit.
     const limits = Object.freeze(list.map(compileLimit));
@@ -49,6 +50,7 @@ export function compileRule(
       unlimited: false,
       shadowMode,
       quotaMode: entry.quota_mode === true,
+      ...failureMode,
       replaces: NO_REPLACES,
       statKey,
       ...metadata,
@@ -75,6 +77,7 @@ export function compileRule(
     unlimited,
     shadowMode,
     quotaMode: entry.quota_mode === true,
+    ...failureMode,
     replaces,
     statKey,
     ...metadata,

@@ -8,6 +8,7 @@
 // generator drops it, since the API server prunes or rejects unknown fields itself) and
 // `additionalProperties: true` on `metadata` (free-form: x-kubernetes-preserve-unknown-fields).
 // Recursion goes through `definitions` + `$ref`; the generator unrolls it.
+import { FAILURE_MODES } from './types.js';
 import { UNITS } from './units.js';
 
 /** Case-insensitive unit names (the reference upper-cases before looking the unit up). */
@@ -94,6 +95,12 @@ export const configSchema = {
           type: 'boolean',
           description:
             'Marks the rule as a quota: propagated to the compiled rule for the limiter to interpret.',
+        },
+        failure_mode: {
+          type: 'string',
+          pattern: `^(${FAILURE_MODES.join('|')})$`,
+          description:
+            'What the rule does when its counter cannot be counted (cache down, timed out, circuit open): error, allow, deny or local. Overrides CACHE_FAILURE_MODE.',
         },
         metadata: {
           type: 'object',

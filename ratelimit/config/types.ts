@@ -41,6 +41,10 @@ export interface LimitSpec {
  */
 export type ConfigFeature = RateLimitFeature;
 
+/** What a decision does when its counter cannot be counted (see ratelimit/limiter/failure-mode.ts). */
+export const FAILURE_MODES = ['error', 'allow', 'deny', 'local'] as const;
+export type FailureMode = (typeof FAILURE_MODES)[number];
+
 /** A rate limit rule after compilation (the reference's config.RateLimit). */
 export interface RateLimitRule {
   readonly requestsPerUnit: number;
@@ -52,6 +56,8 @@ export interface RateLimitRule {
   readonly unlimited: boolean;
   readonly shadowMode: boolean;
   readonly quotaMode: boolean;
+  /** The descriptor's `failure_mode`; undefined: CACHE_FAILURE_MODE. */
+  readonly failureMode?: FailureMode;
   /** Names of rules this rule replaces. */
   readonly replaces: readonly string[];
   /** Stats key without the `ratelimit.service.rate_limit.` prefix, e.g. `domain.key_value.key2`. */

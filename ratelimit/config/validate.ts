@@ -2,6 +2,7 @@
 // then the cross-field rules of schema.ts, with the reference's wording. Every door (YAML files,
 // xDS resources, custom resources) goes through here.
 import { Ajv, type ErrorObject } from 'ajv';
+import { DESCRIPTOR_DEPTH_MESSAGE, descriptorTooDeep } from './depth.js';
 import { ConfigError } from './errors.js';
 import { ALGORITHMS, MAX_LIMITS_PER_DESCRIPTOR, configSchema } from './schema.js';
 import { parseUnit } from './units.js';
@@ -32,6 +33,7 @@ export interface DescriptorDoc {
   readonly value_to_metric?: boolean;
   readonly share_threshold?: boolean;
   readonly quota_mode?: boolean;
+  readonly failure_mode?: 'error' | 'allow' | 'deny' | 'local';
   readonly metadata?: Readonly<Record<string, unknown>>;
   readonly descriptors?: readonly DescriptorDoc[];
 }
@@ -120,7 +122,14 @@ function schemaErrorToConfigError(name: string, doc: unknown, e: ErrorObject): C
     case 'minLength':
       return new ConfigError(name, field, emptyMessage(e.schemaPath, last));
     case 'pattern':
-      // Only rate_limit.unit carries a pattern.
+      if (last === 'failure_mode') {
+        return new ConfigError(
+          name,
+          field,
+          `invalid failure_mode '${goValue(valueAt(doc, e.instancePath))}' (one of: error, allow, deny, local)`,
+        );
+      }
+      // Otherwise rate_limit.unit.
       return new ConfigError(
         name,
         field,
@@ -296,6 +305,11 @@ export function checkDocument(
   document: unknown,
 ): { errors: ConfigError[]; document: ConfigDoc | undefined } {
   // An empty YAML file is an empty map to the reference: it then fails on the empty domain.
+  // Depth first: everything below walks the tree recursively.
+  const tooDeep = descriptorTooDeep(document);
+  if (tooDeep !== undefined) {
+    return { errors: [new ConfigError(name, tooDeep, DESCRIPTOR_DEPTH_MESSAGE)], document: undefined };
+  }
   const doc = dropNulls(document ?? {});
   const errors: ConfigError[] = [];
   if (!validateSchema(doc)) {

@@ -1,8 +1,147 @@
 // The YAML door: text -> plain document, with the checks that only make sense on YAML text
 // (syntax, non-string keys, floats) and the reference's (Go yaml.v2) reading of scalars.
-import { isAlias, isMap, isPair, isScalar, isSeq, parseAllDocuments, type Document, type Node } from 'yaml';
+import {
+  CST,
+  isAlias,
+  isCollection,
+  isMap,
+  isPair,
+  isScalar,
+  isSeq,
+  Lexer,
+  parseAllDocuments,
+  type Document,
+  type Node,
+} from 'yaml';
 import { ConfigError } from './errors.js';
 import type { ConfigSource } from './types.js';
+
+/**
+ * Bounds on one YAML config document, checked before anything expands: the text's size, then (on the
+ * lexer's token stream, linear and allocation-light) each scalar's length, the flow nesting depth and
+ * the number of aliases, then (on the composed tree, with each anchor counted once) the nesting depth
+ * and the node count after alias expansion. A "billion laughs" file has ~90 aliases but expands to
+ * 10^9 nodes; the expansion bound refuses it without expanding it.
+ */
+export interface YamlLimits {
+  /** CONFIG_YAML_MAX_BYTES: UTF-8 size of one file. */
+  readonly maxBytes: number;
+  /** CONFIG_YAML_MAX_ALIASES: alias references (`*name`) in one document. */
+  readonly maxAliases: number;
+  /** CONFIG_YAML_MAX_SCALAR_BYTES: length of one scalar (a key, a value, a block of text). */
+  readonly maxScalarLength: number;
+  /** CONFIG_YAML_MAX_DEPTH: nesting depth of maps and lists. */
+  readonly maxDepth: number;
+  /** CONFIG_YAML_MAX_NODES: maps, lists and scalars after alias expansion. */
+  readonly maxNodes: number;
+}
+
+export const DEFAULT_YAML_LIMITS: YamlLimits = Object.freeze({
+  maxBytes: 8 * 1024 * 1024,
+  maxAliases: 1000,
+  maxScalarLength: 64 * 1024,
+  maxDepth: 64,
+  maxNodes: 2_000_000,
+});
+
+/** The setting that raises each limit, named in errors so the message says what to change. */
+const LIMIT_SETTING: Record<keyof YamlLimits, string> = {
+  maxBytes: 'CONFIG_YAML_MAX_BYTES',
+  maxAliases: 'CONFIG_YAML_MAX_ALIASES',
+  maxScalarLength: 'CONFIG_YAML_MAX_SCALAR_BYTES',
+  maxDepth: 'CONFIG_YAML_MAX_DEPTH',
+  maxNodes: 'CONFIG_YAML_MAX_NODES',
+};
+
+function limitError(source: string, limit: keyof YamlLimits, what: string, value: number): ConfigError {
+  return new ConfigError(
+    source,
+    '',
+    `error loading config file: ${what} exceeds the limit of ${value} (${LIMIT_SETTING[limit]})`,
+  );
+}
+
+function lineAt(text: string, offset: number): number {
+  let line = 1;
+  for (let i = text.indexOf('\n'); i !== -1 && i < offset; i = text.indexOf('\n', i + 1)) line++;
+  return line;
+}
+
+/** The token-stream pass: scalar lengths, flow depth and alias count, before the tree is composed. */
+function prescan(name: string, text: string, limits: YamlLimits): void {
+  let offset = 0;
+  let aliases = 0;
+  let flowDepth = 0;
+  let scalarNext = false;
+  for (const token of new Lexer().lex(text)) {
+    const c = token.charCodeAt(0);
+    // '\x1f' announces a plain or block scalar's text as the next token; quoted scalars come whole.
+    if (scalarNext || c === 0x22 || c === 0x27) {
+      if (token.length > limits.maxScalarLength + (scalarNext ? 0 : 2)) {
+        const where = `a scalar at line ${lineAt(text, offset)}`;
+        throw limitError(name, 'maxScalarLength', where, limits.maxScalarLength);
+      }
+    } else if (token.length === 1 && (c === 0x5b || c === 0x7b)) {
+      if (++flowDepth > limits.maxDepth) {
+        throw limitError(name, 'maxDepth', `nesting at line ${lineAt(text, offset)}`, limits.maxDepth);
+      }
+    } else if (token.length === 1 && (c === 0x5d || c === 0x7d)) flowDepth--;
+    else if (c === 0x2a && ++aliases > limits.maxAliases) {
+      throw limitError(name, 'maxAliases', 'the number of aliases', limits.maxAliases);
+    }
+    scalarNext = token === CST.SCALAR;
+    offset += token.length;
+  }
+}
+
+/**
+ * The tree pass: depth and node count as if every alias were expanded, computed once per anchored
+ * node (memoized), so it costs the size of the tree, not of its expansion.
+ */
+function measure(name: string, doc: Document, limits: YamlLimits): void {
+  const memo = new Map<unknown, { nodes: number; height: number }>();
+  const visit = (node: unknown, depth: number): { nodes: number; height: number } => {
+    if (depth > limits.maxDepth) throw limitError(name, 'maxDepth', 'nesting', limits.maxDepth);
+    if (isAlias(node)) {
+      const target = node.resolve(doc);
+      // yaml.v2's wording; the yaml package would throw a bare ReferenceError from toJS.
+      if (target === undefined)
+        throw new ConfigError(
+          name,
+          '',
+          `error loading config file: yaml: unknown anchor '${node.source}' referenced`,
+        );
+      const known = memo.get(target);
+      if (known) {
+        if (depth + known.height > limits.maxDepth)
+          throw limitError(name, 'maxDepth', 'nesting', limits.maxDepth);
+        return known;
+      }
+      const m = visit(target, depth);
+      memo.set(target, m);
+      return m;
+    }
+    if (isPair(node)) {
+      const k = visit(node.key, depth);
+      const v = visit(node.value, depth);
+      return { nodes: k.nodes + v.nodes, height: Math.max(k.height, v.height) };
+    }
+    if (!isCollection(node)) return { nodes: node === null || node === undefined ? 0 : 1, height: 0 };
+    let nodes = 1;
+    let height = 0;
+    for (const item of node.items) {
+      const m = visit(item, depth + 1);
+      nodes += m.nodes;
+      if (nodes > limits.maxNodes)
+        throw limitError(name, 'maxNodes', 'the number of nodes after alias expansion', limits.maxNodes);
+      height = Math.max(height, m.height + 1);
+    }
+    return { nodes, height };
+  };
+  const total = visit(doc.contents, 0);
+  if (total.nodes > limits.maxNodes)
+    throw limitError(name, 'maxNodes', 'the number of nodes after alias expansion', limits.maxNodes);
+}
 
 /** Fields the reference decodes into Go strings: yaml.v2 keeps the scalar's text (`value: 010` is "010"). */
 const STRING_FIELDS = new Set(['domain', 'key', 'value', 'unit', 'name']);
@@ -37,9 +176,14 @@ function goStringText(node: ScalarNode): string | undefined {
  * Walks the syntax tree (skipping free-form `metadata`) to reject what the reference rejects before
  * decoding, and rewrites number/boolean scalars of string fields to their source text.
  */
-function walk(source: string, doc: Document, node: unknown, field: string): void {
+function walk(source: string, doc: Document, node: unknown, field: string, seen: Set<unknown>): void {
   if (isAlias(node)) {
-    walk(source, doc, node.resolve(doc), field);
+    // An anchored node is checked (and rewritten in place) once, however often it is referenced:
+    // following every alias would expand a "billion laughs" document here.
+    const target = node.resolve(doc);
+    if (seen.has(target)) return;
+    seen.add(target);
+    walk(source, doc, target, field, seen);
     return;
   }
   if (isMap(node)) {
@@ -49,7 +193,7 @@ function walk(source: string, doc: Document, node: unknown, field: string): void
       let keyText: string | undefined;
       if (isScalar(k) && typeof k.value === 'symbol') {
         // `<<` merge key (yaml.v2 merges too): its value is a map or alias to check as a map.
-        walk(source, doc, pair.value, field);
+        walk(source, doc, pair.value, field, seen);
         continue;
       } else if (isScalar(k)) {
         keyText = goStringText(k);
@@ -73,12 +217,12 @@ function walk(source: string, doc: Document, node: unknown, field: string): void
         v.value = v.source ?? String(v.value);
         continue;
       }
-      walk(source, doc, v, childField);
+      walk(source, doc, v, childField, seen);
     }
     return;
   }
   if (isSeq(node)) {
-    node.items.forEach((item, i) => walk(source, doc, item, `${field}[${i}]`));
+    node.items.forEach((item, i) => walk(source, doc, item, `${field}[${i}]`, seen));
     return;
   }
   if (isScalar(node)) checkFloat(source, node, field);
@@ -91,19 +235,51 @@ function checkFloat(source: string, node: ScalarNode, field: string): void {
     throw new ConfigError(source, field, 'error checking config');
 }
 
-/** Parses one YAML source into a plain document (null for an empty file). Throws ConfigError. */
-export function parseYamlSource(src: ConfigSource): unknown {
+/**
+ * The checks on the text, before it is composed: size, then scalar length, flow depth and aliases.
+ * For other YAML readers of config (the control plane's directory source); throws ConfigError.
+ */
+export function checkYamlText(name: string, text: string, limits: YamlLimits = DEFAULT_YAML_LIMITS): void {
+  const bytes = Buffer.byteLength(text, 'utf8');
+  if (bytes > limits.maxBytes)
+    throw limitError(name, 'maxBytes', `the file's size (${bytes} bytes)`, limits.maxBytes);
+  prescan(name, text, limits);
+}
+
+/**
+ * The checks on one composed document, before its own errors are read: a composer that ran out of stack
+ * (it recurses per level) is the depth limit, then depth and node count as if aliases were expanded.
+ */
+export function checkYamlDocument(
+  name: string,
+  doc: Document,
+  limits: YamlLimits = DEFAULT_YAML_LIMITS,
+): void {
+  if (doc.errors[0]?.code === 'RESOURCE_EXHAUSTION')
+    throw limitError(name, 'maxDepth', 'nesting', limits.maxDepth);
+  if (doc.errors.length === 0) measure(name, doc, limits);
+}
+
+/**
+ * Parses one YAML source into a plain document (null for an empty file), within `limits`. Throws
+ * ConfigError naming the file (and the limit with its setting when one is exceeded).
+ */
+export function parseYamlSource(src: ConfigSource, limits: YamlLimits = DEFAULT_YAML_LIMITS): unknown {
+  checkYamlText(src.name, src.yaml, limits);
   // YAML 1.1 like the reference's yaml.v2: yes/no/on/off are booleans, `<<` merges.
   const docs = parseAllDocuments(src.yaml, { version: '1.1', prettyErrors: true, merge: true });
   if (!Array.isArray(docs) || docs.length === 0) return null;
   // The reference decodes the first document of the stream only.
   const doc = docs[0]!;
+  checkYamlDocument(src.name, doc, limits);
   const err = doc.errors[0];
   if (err !== undefined) {
     const line = err.linePos?.[0].line;
     const where = line === undefined ? '' : `line ${line}: `;
     throw new ConfigError(src.name, '', `error loading config file: yaml: ${where}${firstLine(err.message)}`);
   }
-  walk(src.name, doc, doc.contents, '');
-  return doc.toJS({ maxAliasCount: 1000 });
+  walk(src.name, doc, doc.contents, '', new Set());
+  // measure() bounded the expansion already; yaml's own alias check counts differently (aliases times
+  // the aliases inside each anchor) and would refuse documents within the limits above.
+  return doc.toJS({ maxAliasCount: -1 });
 }

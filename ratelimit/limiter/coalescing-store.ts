@@ -7,7 +7,7 @@ import type { LimitCheck, LimitVerdict } from './algorithms.js';
 import type { CounterOp, CounterStore } from './store.js';
 
 interface Waiter {
-  readonly results: number[];
+  readonly results: (number | Error)[];
   readonly index: number;
   /** Hits of this batch up to and including this op (its count is base + upto). */
   readonly upto: number;
@@ -15,9 +15,11 @@ interface Waiter {
 }
 
 interface PendingRequest {
-  results: number[];
+  results: (number | Error)[];
   remaining: number;
-  resolve: (counts: number[]) => void;
+  /** incrementEach: a failed key settles its own op with the error instead of rejecting the request. */
+  each: boolean;
+  resolve: (counts: (number | Error)[]) => void;
   reject: (err: unknown) => void;
   settled: boolean;
 }
@@ -47,11 +49,21 @@ export class CoalescingCounterStore implements CounterStore {
   }
 
   increment(ops: readonly CounterOp[]): Promise<number[]> {
+    return this.enqueue(ops, false) as Promise<number[]>;
+  }
+
+  /** Per-op settlement: a key whose store call failed yields its error, the others their counts. */
+  incrementEach(ops: readonly CounterOp[]): Promise<(number | Error)[]> {
+    return this.enqueue(ops, true);
+  }
+
+  private enqueue(ops: readonly CounterOp[], each: boolean): Promise<(number | Error)[]> {
     if (ops.length === 0) return Promise.resolve([]);
-    return new Promise<number[]>((resolve, reject) => {
+    return new Promise<(number | Error)[]>((resolve, reject) => {
       const request: PendingRequest = {
         results: new Array<number>(ops.length),
         remaining: ops.length,
+        each,
         resolve,
         reject,
         settled: false,
@@ -93,24 +105,50 @@ export class CoalescingCounterStore implements CounterStore {
       for (const w of b.waiters) {
         const r = w.request;
         if (r.settled) continue;
-        if (failed) {
+        if (failed && !r.each) {
           r.settled = true;
           r.reject(result);
           continue;
         }
-        w.results[w.index] = base + w.upto;
+        if (failed) w.results[w.index] = result as Error;
+        else w.results[w.index] = base + w.upto;
         if (--r.remaining === 0) {
           r.settled = true;
           r.resolve(r.results);
         }
       }
     };
-    const failAll = (err: unknown) => {
+    const failAll = (err: unknown): void => {
       for (let j = 0; j < batches.length; j++) settle(j, err, true);
     };
-    if (this.inner.incrementEach) {
+    const inner = this.inner;
+    if (inner.incrementEach && inner.shardOf && ops.length > 1) {
+      // One call per shard, each settled on its own: a hung shard delays only its own keys.
+      const groups = new Map<string, number[]>();
+      for (let j = 0; j < ops.length; j++) {
+        const shard = inner.shardOf(ops[j]);
+        const g = groups.get(shard);
+        if (g) g.push(j);
+        else groups.set(shard, [j]);
+      }
+      if (groups.size > 1) {
+        this.counters.flushes += groups.size - 1;
+        for (const idx of groups.values()) {
+          inner.incrementEach(idx.map((j) => ops[j])).then(
+            (results) => {
+              for (let k = 0; k < idx.length; k++) settle(idx[k], results[k], results[k] instanceof Error);
+            },
+            (err: unknown) => {
+              for (const j of idx) settle(j, err, true);
+            },
+          );
+        }
+        return;
+      }
+    }
+    if (inner.incrementEach) {
       // Per-key settlement: a key whose shard failed fails only its own callers.
-      this.inner.incrementEach(ops).then((results) => {
+      inner.incrementEach(ops).then((results) => {
         for (let j = 0; j < batches.length; j++) {
           const r = results[j];
           settle(j, r, r instanceof Error);

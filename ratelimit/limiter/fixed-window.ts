@@ -2,13 +2,20 @@
 // per-descriptor statuses and rule statistics exactly as the reference's base limiter does.
 // Rules with another algorithm or several limits (rule.scripted) go to the store's evaluate (one
 // atomic call per descriptor, algorithms.ts) in parallel with the fixed-window increments.
-import type { LimitMatch, RateLimitRule } from '../config/index.js';
+import type { FailureMode, LimitMatch, RateLimitRule } from '../config/index.js';
 import type { WireDescriptorStatus, WireRateLimit } from '../../proto/index.js';
 import type { StatsStore } from '../stats/index.js';
 import { buildLimitCheck, taggedKeyBase, type LimitCheck } from './algorithms.js';
 import { cacheKey } from './cache-key.js';
 import { VerdictStatuses } from './verdict-status.js';
 import type { LocalOverLimitCache } from './local-cache.js';
+import {
+  DEFAULT_FAILURE_MODE,
+  FailureModeStats,
+  LocalFallbackCounter,
+  localShare,
+  type FailureModeSettings,
+} from './failure-mode.js';
 import { CacheError, type CounterOp, type CounterStore } from './store.js';
 
 export interface FixedWindowLimiterOptions {
@@ -19,6 +26,8 @@ export interface FixedWindowLimiterOptions {
   expirationJitterMaxSeconds?: number;
   localCache?: LocalOverLimitCache;
   stopCacheKeyIncrementWhenOverlimit?: boolean;
+  /** What a descriptor whose count failed gets (CACHE_FAILURE_MODE*); `error` by default. */
+  failureMode?: FailureModeSettings;
   /** Unix time in seconds (injectable for tests). */
   nowSeconds?: () => number;
   /** Unix time in milliseconds for the scripted algorithms (injectable for tests; Date.now). */
@@ -44,6 +53,10 @@ export class FixedWindowLimiter {
   private readonly wireLimits = new WeakMap<RateLimitRule, WireRateLimit>();
   private readonly nowMs: () => number;
   private readonly verdicts: VerdictStatuses;
+  private readonly failure: FailureModeSettings;
+  private readonly failureStats: FailureModeStats;
+  /** `local` failure mode's counters. */
+  readonly localCounter = new LocalFallbackCounter();
 
   constructor(opts: FixedWindowLimiterOptions) {
     this.store = opts.store;
@@ -57,6 +70,8 @@ export class FixedWindowLimiter {
     this.random = opts.random ?? Math.random;
     this.nowMs = opts.nowMs ?? (opts.nowSeconds ? () => opts.nowSeconds!() * 1000 : Date.now);
     this.verdicts = new VerdictStatuses(this.stats, this.nearRatio);
+    this.failure = opts.failureMode ?? DEFAULT_FAILURE_MODE;
+    this.failureStats = new FailureModeStats(opts.stats);
   }
 
   /** The currentLimit message for a rule (built once per rule). */
@@ -72,12 +87,15 @@ export class FixedWindowLimiter {
 
   /**
    * One status per entry of `matches`; undefined entries (no limit, unlimited or replaced) are
-   * answered OK with no limit and never reach the store.
+   * answered OK with no limit and never reach the store. A descriptor the store could not count is
+   * decided by its failure mode, which is written to `decidedBy[i]` when given; in mode `error` (or
+   * on an error that is not a cache error) the call rejects.
    */
   async doLimit(
     domain: string,
     matches: readonly (LimitMatch | undefined)[],
     hits: readonly number[],
+    decidedBy?: (FailureMode | undefined)[],
   ): Promise<WireDescriptorStatus[]> {
     const now = this.nowSeconds();
     const n = matches.length;
@@ -121,10 +139,18 @@ export class FixedWindowLimiter {
           probe.push({ key: keys[i]!, hits: 0, expireSeconds: 0, perSecond: m.rule.unit === 'SECOND' });
           probeIndex.push(i);
         }
-        const current = probe.length > 0 ? await this.store.get(probe) : [];
+        let current: number[] = [];
+        if (probe.length > 0) {
+          try {
+            current = await this.store.get(probe);
+          } catch (err) {
+            // Without the store the probe is skipped; the counts below fall to the failure modes.
+            if (!(err instanceof CacheError) || this.anyModeError(matches)) throw err;
+          }
+        }
         for (let j = 0; j < probeIndex.length; j++) {
           const i = probeIndex[j];
-          if (current[j] + hits[i] > matches[i]!.rule.requestsPerUnit) {
+          if (current.length > 0 && current[j] + hits[i] > matches[i]!.rule.requestsPerUnit) {
             for (let k = 0; k < n; k++) if (k !== i) storeHits[k] = 0;
             break;
           }
@@ -147,8 +173,14 @@ export class FixedWindowLimiter {
       });
       opIndex.push(i);
     }
-    const counting = ops.length > 0 ? this.store.increment(ops) : undefined;
-    const verdicts = scripted ? this.evaluate(domain, matches, scripted, storeHits) : undefined;
+    const counting = ops.length > 0 ? this.count(ops) : undefined;
+    // Settled into a value at once, so a failure of the counting above never leaves it unhandled.
+    const verdicts = scripted
+      ? this.evaluate(domain, matches, scripted, storeHits).then(
+          (v) => v,
+          (err: unknown) => (err instanceof Error ? err : new Error(String(err))),
+        )
+      : undefined;
     const counts = counting ? await counting : [];
     const decided = verdicts ? await verdicts : undefined;
 
@@ -160,9 +192,41 @@ export class FixedWindowLimiter {
     }
     for (let j = 0; j < opIndex.length; j++) {
       const i = opIndex[j];
-      statuses[i] = this.statusFromCount(matches[i]!, keys[i]!, counts[j], hits[i], now);
+      const c = counts[j];
+      if (typeof c === 'number') statuses[i] = this.statusFromCount(matches[i]!, keys[i]!, c, hits[i], now);
     }
-    if (scripted && decided) {
+    for (let j = 0; j < opIndex.length; j++) {
+      const c = counts[j];
+      if (typeof c === 'number') continue;
+      const i = opIndex[j];
+      const m = matches[i]!;
+      // Not a cache failure (e.g. a key the store refuses): the caller's error, whatever the mode.
+      if (!(c instanceof CacheError)) throw c;
+      const mode = m.rule.failureMode ?? this.failure.mode;
+      this.failureStats.byMode[mode].inc();
+      if (mode === 'error') throw c;
+      if (decidedBy) decidedBy[i] = mode;
+      statuses[i] = this.failureModeStatus(mode, m, ops[j], hits[i], now);
+    }
+    if (scripted && decided instanceof Error) {
+      // The store could not evaluate: the failure modes decide, as for fixed windows. `local` counts a
+      // fixed window of the first limit's share in the pod (docs: degraded, not the algorithm).
+      if (!(decided instanceof CacheError)) throw decided;
+      for (const i of scripted) {
+        const m = matches[i]!;
+        const mode = m.rule.failureMode ?? this.failure.mode;
+        this.failureStats.byMode[mode].inc();
+        if (mode === 'error') throw decided;
+        if (decidedBy) decidedBy[i] = mode;
+        const op: CounterOp = {
+          key: cacheKey(this.prefix, domain, m.keyEntries, m.rule.unitSeconds, now),
+          hits: hits[i],
+          expireSeconds: m.rule.unitSeconds,
+          perSecond: m.rule.unit === 'SECOND',
+        };
+        statuses[i] = this.failureModeStatus(mode, m, op, hits[i], now);
+      }
+    } else if (scripted && decided !== undefined && !(decided instanceof Error)) {
       for (let j = 0; j < scripted.length; j++) {
         const i = scripted[j]!;
         statuses[i] = this.verdicts.status(matches[i]!, decided[j]!, hits[i]);
@@ -197,6 +261,54 @@ export class FixedWindowLimiter {
     return this.store.evaluate(checks);
   }
 
+  /** Counts per op, or the error of each op the store could not count. */
+  private async count(ops: readonly CounterOp[]): Promise<(number | Error)[]> {
+    if (this.store.incrementEach) return this.store.incrementEach(ops);
+    try {
+      return await this.store.increment(ops);
+    } catch (err) {
+      return ops.map(() => err as Error);
+    }
+  }
+
+  private anyModeError(matches: readonly (LimitMatch | undefined)[]): boolean {
+    for (const m of matches) if (m && (m.rule.failureMode ?? this.failure.mode) === 'error') return true;
+    return false;
+  }
+
+  /** The status of a descriptor its failure mode decides (allow, deny or local). */
+  private failureModeStatus(
+    mode: FailureMode,
+    m: LimitMatch,
+    op: CounterOp,
+    hits: number,
+    now: number,
+  ): WireDescriptorStatus {
+    const rule = m.rule;
+    if (mode === 'local') {
+      const after = this.localCounter.add(op.key, hits, op.expireSeconds);
+      const share = localShare(rule.requestsPerUnit, this.failure.localPods);
+      return this.statusFromCount(m, op.key, after, hits, now, share, false);
+    }
+    const rs = this.stats.ruleStats(m.statKey);
+    const status: WireDescriptorStatus = {
+      code: 'OK',
+      currentLimit: this.wireLimit(rule),
+      limitRemaining: 0,
+      durationUntilReset: { seconds: resetSeconds(rule.unitSeconds, now) },
+    };
+    if (mode === 'allow') {
+      // Nothing is known of the count: the whole limit is reported as remaining.
+      status.limitRemaining = rule.requestsPerUnit;
+      rs.withinLimit.inc(hits);
+    } else {
+      rs.overLimit.inc(hits);
+      if (rule.shadowMode) rs.shadowMode.inc(hits);
+      else status.code = 'OVER_LIMIT';
+    }
+    return status;
+  }
+
   private overLimitFromLocalCache(m: LimitMatch, hits: number, now: number): WireDescriptorStatus {
     const rs = this.stats.ruleStats(m.statKey);
     rs.overLimit.inc(hits);
@@ -220,11 +332,12 @@ export class FixedWindowLimiter {
     after: number,
     hits: number,
     now: number,
+    overThreshold = m.rule.requestsPerUnit,
+    remember = true,
   ): WireDescriptorStatus {
     const rule = m.rule;
     const rs = this.stats.ruleStats(m.statKey);
     const before = after - hits;
-    const overThreshold = rule.requestsPerUnit;
     const nearThreshold = Math.floor(Math.fround(Math.fround(overThreshold) * this.nearRatio));
     const status: WireDescriptorStatus = {
       code: 'OK',
@@ -240,7 +353,7 @@ export class FixedWindowLimiter {
         rs.overLimit.inc(after - overThreshold);
         rs.nearLimit.inc(overThreshold - Math.max(nearThreshold, before));
       }
-      if (this.localCache !== undefined) this.localCache.set(key, rule.unitSeconds);
+      if (remember && this.localCache !== undefined) this.localCache.set(key, rule.unitSeconds);
       if (rule.shadowMode) {
         status.code = 'OK';
         rs.shadowMode.inc(hits);

@@ -4,3 +4,4 @@ export * from './local-cache.js';
 export * from './fixed-window.js';
 export * from './coalescing-store.js';
 export * from './algorithms.js';
+export * from './failure-mode.js';

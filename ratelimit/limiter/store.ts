@@ -28,6 +28,11 @@ export interface CounterStore {
    * store has it.
    */
   evaluate?(checks: readonly LimitCheck[]): Promise<LimitVerdict[]>;
+  /**
+   * Optional: names the shard (deployment, cluster master) holding an op's key. The coalescing layer
+   * sends each shard its own call, so a slow or dead shard never delays another shard's decisions.
+   */
+  shardOf?(op: CounterOp): string;
   /** Current counts (0 when absent), without counting. */
   get(ops: readonly CounterOp[]): Promise<number[]>;
   /**

@@ -72,6 +72,8 @@ interface Waiter {
   reject(err: Error): void;
   /** get: values collected so far. */
   values?: Map<string, string>;
+  /** performance.now() by which the reply must be complete (set by send). */
+  deadline?: number;
 }
 
 export interface NodeOptions {
@@ -89,13 +91,14 @@ class Connection {
   private readonly waiters: Waiter[] = [];
   private head = 0;
   private buf = '';
+  private deadlineTimer?: NodeJS.Timeout;
   closed = false;
 
   constructor(
     private readonly node: MemcacheNode,
     host: string,
     port: number,
-    timeoutMs: number,
+    private readonly timeoutMs: number,
     tls: ConnectionOptions | undefined,
   ) {
     this.socket = tls
@@ -123,16 +126,39 @@ class Connection {
       waiter.reject(new MemcacheError('connection closed', this.node.address));
       return;
     }
+    waiter.deadline = performance.now() + this.timeoutMs;
     this.waiters.push(waiter);
+    this.deadlineTimer ??= setTimeout(() => this.checkDeadline(), this.timeoutMs).unref();
     this.socket.write(line, 'utf8');
+  }
+
+  /**
+   * The per-request deadline. The socket's idle timeout alone misses a peer that trickles a byte now
+   * and then (never idle, never done); one timer per connection, re-armed for the oldest request.
+   */
+  private checkDeadline(): void {
+    this.deadlineTimer = undefined;
+    const oldest = this.waiters[this.head];
+    if (!oldest || this.closed) return;
+    const left = oldest.deadline! - performance.now();
+    if (left <= 0) {
+      this.fail(
+        new MemcacheError(`no reply within ${this.timeoutMs} ms (MEMCACHE_TIMEOUT)`, this.node.address),
+      );
+      return;
+    }
+    this.deadlineTimer = setTimeout(() => this.checkDeadline(), left + 1).unref();
   }
 
   close(): void {
     this.closed = true;
+    clearTimeout(this.deadlineTimer);
     this.socket.destroy();
   }
 
   private fail(err: Error): void {
+    clearTimeout(this.deadlineTimer);
+    this.deadlineTimer = undefined;
     if (!this.closed) {
       this.closed = true;
       this.socket.destroy();

@@ -25,7 +25,7 @@ import { serversFromSrv, type SrvResolver } from './srv.js';
 export interface MemcacheCounterStoreOptions {
   settings: Settings['memcache'];
   logger?: Logger;
-  /** Per-request timeout (gomemcache's default is 500 ms). */
+  /** Per-request deadline; MEMCACHE_TIMEOUT by default (gomemcache's default is 500 ms). */
   timeoutMs?: number;
   /** DNS SRV resolver (tests inject one). */
   resolveSrv?: SrvResolver;
@@ -62,7 +62,7 @@ export class MemcacheCounterStore implements CounterStore {
   constructor(private readonly opts: MemcacheCounterStoreOptions) {
     this.s = opts.settings;
     this.logger = opts.logger;
-    this.timeoutMs = opts.timeoutMs ?? 500;
+    this.timeoutMs = opts.timeoutMs ?? this.s.timeoutMs ?? 500;
     this.now = opts.nowMs ?? Date.now;
     this.tls = tlsConnectionOptions(this.s);
     if (this.s.hostPort.length > 0 && this.s.srv !== '') {

@@ -2,3 +2,4 @@ export * from './redis-store.js';
 export * from './redis-deployment.js';
 export * from './client-options.js';
 export * from './cluster-slot.js';
+export * from './circuit-breaker.js';

@@ -51,6 +51,9 @@ export class RedisDeployment {
   private readonly flushNow = (): void => this.flush();
   private lastConnectionError = '';
   private readonly deadlines: RequestDeadlines;
+  private closing = false;
+  /** True once the deployment has answered a PING (health: ready for the cache). */
+  everConnected = false;
 
   constructor(name: string, settings: RedisSettings, tlsFiles: TlsFiles, logger?: Logger) {
     this.name = name;
@@ -97,6 +100,7 @@ export class RedisDeployment {
         const pong = await withTimeout(c.ping(), perTry, 'PING');
         if (pong !== 'PONG') throw new Error(`unexpected PING answer '${pong}'`);
         if (attempt > 1) this.logger?.warn(`redis at ${this.name}_URL is up`);
+        this.everConnected = true;
         return;
       } catch (err) {
         let message = (err as Error).message;
@@ -106,7 +110,7 @@ export class RedisDeployment {
         }
         if (attempt === 1) this.logger?.warn(`waiting for redis at ${this.describe()}: ${message}`);
         else this.logger?.debug(`still waiting for redis at ${this.name}_URL: ${message}`);
-        if (Date.now() >= until) {
+        if (Date.now() >= until || this.closing) {
           throw new CacheError(`could not connect to redis at ${this.describe()}: ${message}`, err);
         }
         await sleep(Math.min(reconnectDelayMs(attempt), Math.max(0, until - Date.now())));
@@ -133,7 +137,8 @@ export class RedisDeployment {
         return ops.map(() => err as Error);
       }
     }
-    return this.deadlines.bound(this.incrementClusterEach(ops));
+    // Bounded per slot group inside: a hung master must not time out the groups of the others.
+    return this.incrementClusterEach(ops);
   }
 
   /** One pipeline per hash slot, all sent at once; each slot's ops succeed or fail together. */
@@ -150,9 +155,11 @@ export class RedisDeployment {
     await Promise.all(
       [...slots.values()].map(async (idx) => {
         try {
-          const counts = await this.execClusterGroup(
-            c,
-            idx.map((i) => ops[i]),
+          const counts = await this.deadlines.bound(
+            this.execClusterGroup(
+              c,
+              idx.map((i) => ops[i]),
+            ),
           );
           for (let j = 0; j < idx.length; j++) out[idx[j]] = counts[j];
         } catch (err) {
@@ -315,12 +322,24 @@ export class RedisDeployment {
     }
   }
 
+  /** PING, bounded by REDIS_TIMEOUT: the circuit breaker's recovery probe. */
+  async ping(node?: Redis): Promise<void> {
+    try {
+      const pong = await this.deadlines.bound((node ?? this.client).ping());
+      if (pong !== 'PONG') throw new CacheError(`unexpected PING answer '${pong}'`);
+      this.everConnected = true;
+    } catch (err) {
+      throw cacheError(`redis PING (${this.name})`, err);
+    }
+  }
+
   /** True while the client has a usable connection (REDIS_HEALTH_CHECK_ACTIVE_CONNECTION). */
   isHealthy(): boolean {
     return this.client.status === 'ready';
   }
 
   async close(): Promise<void> {
+    this.closing = true;
     this.deadlines.stop();
     if (this.queue.length > 0) this.flush();
     const c = this.client;

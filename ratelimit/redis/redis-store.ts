@@ -2,8 +2,11 @@
 // INCRBY key hits and one EXPIRE key seconds, all descriptors of a request in one pipeline.
 // With REDIS_PERSECOND, SECOND-unit counters go to a second deployment, everything else to the first.
 import type { Logger } from 'pino';
-import type { CounterOp, CounterStore, LimitCheck, LimitVerdict } from '../limiter/index.js';
+import type { Cluster, Redis } from 'ioredis';
+import type { CounterOp, LimitCheck, LimitVerdict } from '../limiter/index.js';
 import type { RedisSettings, TlsFiles } from '../settings/index.js';
+import type { ShardedStore } from './circuit-breaker.js';
+import { clusterSlot } from './cluster-slot.js';
 import { RedisDeployment } from './redis-deployment.js';
 
 export interface RedisCounterStoreOptions {
@@ -14,7 +17,7 @@ export interface RedisCounterStoreOptions {
   logger?: Logger;
 }
 
-export class RedisCounterStore implements CounterStore {
+export class RedisCounterStore implements ShardedStore {
   readonly main: RedisDeployment;
   readonly perSecond?: RedisDeployment;
 
@@ -37,6 +40,53 @@ export class RedisCounterStore implements CounterStore {
   /** Connects every deployment, waiting (with a log line saying for what) until the deadline. */
   async start(deadlineMs = 60_000): Promise<void> {
     await Promise.all(this.deployments().map((d) => d.connect(deadlineMs)));
+  }
+
+  // --- shards, for the circuit breaker: a deployment, or on a cluster the master serving the slot ---
+
+  shardOf(op: CounterOp): string {
+    const d = op.perSecond && this.perSecond ? this.perSecond : this.main;
+    if (!d.isCluster) return d.name;
+    // ioredis' slot map: for each slot the node keys serving it, the master first.
+    const master = (d.client as Cluster).slots[clusterSlot(op.key)]?.[0];
+    return master === undefined ? d.name : `${d.name} ${master}`;
+  }
+
+  async probe(shard: string): Promise<void> {
+    const space = shard.indexOf(' ');
+    const d = this.deploymentNamed(space < 0 ? shard : shard.slice(0, space));
+    if (space < 0 || !d.isCluster) return d.ping();
+    const nodeKey = shard.slice(space + 1);
+    const c = d.client as Cluster;
+    // A master that no longer serves any slot (failed over) has no keys left: its circuit can close.
+    if (!c.slots.some((s) => s?.[0] === nodeKey)) return;
+    const node = c.nodes('master').find((n: Redis) => `${n.options.host}:${n.options.port}` === nodeKey);
+    if (node === undefined) return;
+    return d.ping(node);
+  }
+
+  private deploymentNamed(name: string): RedisDeployment {
+    return this.perSecond && name === this.perSecond.name ? this.perSecond : this.main;
+  }
+
+  /** The deployments (as shard names) without an answered PING: tripped when startup goes on without them. */
+  unreachableShards(): string[] {
+    return this.deployments()
+      .filter((d) => !d.everConnected)
+      .map((d) => d.name);
+  }
+
+  /** Every deployment has answered at least once since start (health: ready for the cache). */
+  hasConnected(): boolean {
+    return this.deployments().every((d) => d.everConnected);
+  }
+
+  /** Keeps connecting, in the background, the deployments startup went on without; logs when one is up. */
+  keepConnecting(): void {
+    for (const d of this.deployments()) {
+      if (d.everConnected) continue;
+      d.connect(Number.POSITIVE_INFINITY).catch(() => undefined);
+    }
   }
 
   increment(ops: readonly CounterOp[]): Promise<number[]> {

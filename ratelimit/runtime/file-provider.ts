@@ -5,7 +5,14 @@
 import { watch, type FSWatcher } from 'node:fs';
 import { readdir, readFile, realpath, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { buildConfigInSlices, type ConfigSource, type RateLimitConfig } from '../config/index.js';
+import {
+  buildConfigInSlices,
+  ConfigError,
+  type ConfigSource,
+  type RateLimitConfig,
+} from '../config/index.js';
+import type { Logger } from 'pino';
+import { DEFAULT_YAML_LIMITS, type YamlLimits } from '../config/yaml-source.js';
 import { YamlParser } from './yaml-parser.js';
 
 export interface FileProviderOptions {
@@ -16,6 +23,12 @@ export interface FileProviderOptions {
   watchRoot?: boolean;
   mergeDomainConfig?: boolean;
   pollIntervalMs?: number;
+  /** CONFIG_YAML_* bounds on each file. */
+  yamlLimits?: YamlLimits;
+  /** CONFIG_PARSE_TIMEOUT in ms (default 30 s). */
+  parseTimeoutMs?: number;
+  /** Says at debug level when a load starts (what a stuck reload was doing). */
+  logger?: Pick<Logger, 'debug'>;
 }
 
 export type ConfigUpdate = { config: RateLimitConfig; sources: string[] } | { error: Error };
@@ -27,12 +40,14 @@ export class FileConfigProvider {
   private fingerprint = '';
   private running: Promise<void> = Promise.resolve();
   private closed = false;
-  private readonly parser = new YamlParser();
+  private readonly parser: YamlParser;
 
   constructor(
     private readonly opts: FileProviderOptions,
     private readonly onUpdate: (update: ConfigUpdate) => void,
-  ) {}
+  ) {
+    this.parser = new YamlParser({ limits: opts.yamlLimits, timeoutMs: opts.parseTimeoutMs });
+  }
 
   get directory(): string {
     return join(this.opts.root, this.opts.subdirectory ?? '', this.opts.appDirectory);
@@ -53,8 +68,9 @@ export class FileConfigProvider {
     clearTimeout(this.debounce);
     for (const w of this.watchers) w.close();
     this.watchers = [];
-    await this.running;
+    // The parser first: a parse in progress is abandoned, so closing never waits on a stuck file.
     await this.parser.close();
+    await this.running;
   }
 
   private watch(): void {
@@ -128,16 +144,29 @@ export class FileConfigProvider {
   private async load(): Promise<void> {
     try {
       const files = await this.listFiles();
+      this.opts.logger?.debug(`loading config from ${files.length} files`);
+      const maxBytes = (this.opts.yamlLimits ?? DEFAULT_YAML_LIMITS).maxBytes;
       const sources: ConfigSource[] = await Promise.all(
-        files.map(async (f) => ({ name: f, yaml: await readFile(f, 'utf8') })),
+        files.map(async (f) => {
+          // Refused before it is read: a huge file would otherwise be held in memory first.
+          const { size } = await stat(f);
+          if (size > maxBytes) {
+            throw new ConfigError(
+              f,
+              '',
+              `error loading config file: the file's size (${size} bytes) exceeds the limit of ${maxBytes} (CONFIG_YAML_MAX_BYTES)`,
+            );
+          }
+          return { name: f, yaml: await readFile(f, 'utf8') };
+        }),
       );
       // Parsing and validation (the expensive part of a large reload) run on a worker thread; the
       // compile runs here in time slices, so decisions keep flowing during a reload.
       const documents = await this.parser.parse(sources);
       const config = await buildConfigInSlices(documents, this.opts.mergeDomainConfig === true);
-      this.onUpdate({ config, sources: files });
+      if (!this.closed) this.onUpdate({ config, sources: files });
     } catch (err) {
-      this.onUpdate({ error: err as Error });
+      if (!this.closed) this.onUpdate({ error: err as Error });
     }
   }
 }

@@ -5,20 +5,28 @@
 import { setPriority } from 'node:os';
 import { parentPort } from 'node:worker_threads';
 import { ConfigError, checkDocument, type CheckedDocument, type ConfigSource } from '../config/index.js';
-import { parseYamlSource } from '../config/yaml-source.js';
+import { DEFAULT_YAML_LIMITS, parseYamlSource, type YamlLimits } from '../config/yaml-source.js';
 
 export interface ParseRequest {
   id: number;
   sources: ConfigSource[];
+  limits: YamlLimits;
 }
 export type ParseReply =
   | { id: number; ok: true; documents: CheckedDocument[] }
-  | { id: number; ok: false; error: { source: string; field: string; detail: string } | { message: string } };
+  | { id: number; ok: false; error: { source: string; field: string; detail: string } | { message: string } }
+  /** Sent before each file, so a parse stopped at its deadline names the file it was stuck on. */
+  | { id: number; progress: string };
 
 /** Parse and validate: what the main thread would do before compiling. Throws the first ConfigError. */
-export function parseAndCheck(sources: readonly ConfigSource[]): CheckedDocument[] {
+export function parseAndCheck(
+  sources: readonly ConfigSource[],
+  limits: YamlLimits = DEFAULT_YAML_LIMITS,
+  onFile?: (name: string) => void,
+): CheckedDocument[] {
   return sources.map((s) => {
-    const { errors, document } = checkDocument(s.name, parseYamlSource(s));
+    onFile?.(s.name);
+    const { errors, document } = checkDocument(s.name, parseYamlSource(s, limits));
     if (document === undefined) throw errors[0] ?? new ConfigError(s.name, '', 'invalid document');
     return {
       name: s.name,
@@ -43,7 +51,9 @@ parentPort?.on('message', (req: ParseRequest) => {
     parentPort!.postMessage({
       id: req.id,
       ok: true,
-      documents: parseAndCheck(req.sources),
+      documents: parseAndCheck(req.sources, req.limits, (name) =>
+        parentPort!.postMessage({ id: req.id, progress: name } satisfies ParseReply),
+      ),
     } satisfies ParseReply);
   } catch (err) {
     const error =

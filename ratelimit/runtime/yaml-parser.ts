@@ -1,11 +1,13 @@
 // Parses and validates config YAML on a worker thread, so a large reload does not stall the decision
 // path; the main thread only compiles the validated documents, in time slices (buildConfigInSlices). The worker is started on first use
-// and reused; if it cannot start, parsing falls back to the main thread.
+// and reused; if it cannot start, parsing falls back to the main thread. A parse past its deadline
+// ends the worker (a synchronous parse cannot be interrupted otherwise) and is reported as rejected.
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { ConfigError, type CheckedDocument, type ConfigSource } from '../config/index.js';
+import { DEFAULT_YAML_LIMITS, type YamlLimits } from '../config/yaml-source.js';
 import { parseAndCheck, type ParseReply } from './parse-worker.js';
 
 // The build loads parse-worker.js; source runs (tests, through tsx) load parse-worker.ts with tsx's loader.
@@ -39,32 +41,69 @@ export function workerExecArgv(argv: readonly string[] = process.execArgv): stri
   return out;
 }
 
+export interface YamlParserOptions {
+  /** Bounds on each file, checked before it expands (DEFAULT_YAML_LIMITS when absent). */
+  limits?: YamlLimits;
+  /** A parse running longer is stopped (the worker terminated) and rejected; 0 disables. */
+  timeoutMs?: number;
+}
+
+/** Why a parse ended without a result when the worker (not the file) is the reason. */
+class WorkerGone extends Error {
+  constructor(
+    message: string,
+    /** The worker never started: parsing on this thread is the fallback. */
+    readonly neverStarted: boolean,
+  ) {
+    super(message);
+  }
+}
+
+interface Waiting {
+  resolve: (r: ParseReply) => void;
+  reject: (e: Error) => void;
+  /** The file the worker said it started last. */
+  file: string;
+  /** Called on each progress message. */
+  started?: () => void;
+}
+
 export class YamlParser {
   private worker?: Worker;
   private seq = 0;
+  private closed = false;
   /** How many parses ran on the worker and how many fell back to this thread. */
-  readonly counts = { worker: 0, inline: 0 };
-  private readonly waiting = new Map<
-    number,
-    { resolve: (r: ParseReply) => void; reject: (e: Error) => void }
-  >();
+  readonly counts = { worker: 0, inline: 0, timedOut: 0 };
+  private readonly waiting = new Map<number, Waiting>();
+  private readonly limits: YamlLimits;
+  private readonly timeoutMs: number;
+
+  constructor(opts: YamlParserOptions = {}) {
+    this.limits = opts.limits ?? DEFAULT_YAML_LIMITS;
+    this.timeoutMs = opts.timeoutMs ?? 30_000;
+  }
 
   /** Parsed and validated documents (see parse-worker.ts); throws the first ConfigError. */
   async parse(sources: ConfigSource[]): Promise<CheckedDocument[]> {
+    if (this.closed) throw new Error('config parser is closed');
     let reply: ParseReply;
     try {
       reply = await this.roundTrip(sources);
     } catch (err) {
-      // No worker (e.g. a restricted runtime): parse here, and say once why a reload may stall.
+      // No worker at all (e.g. a restricted runtime): parse here, and say once why a reload may stall.
+      // A worker that started and then died, timed out or was closed is not retried on this thread:
+      // whatever stopped it would stop the decisions too.
+      if (!(err instanceof WorkerGone) || !err.neverStarted || this.closed) throw err;
       if (this.counts.inline === 0) {
         process.emitWarning(
           `config parser worker unavailable, parsing on the main thread: ${(err as Error).message}`,
         );
       }
       this.counts.inline++;
-      return parseAndCheck(sources);
+      return parseAndCheck(sources, this.limits);
     }
     this.counts.worker++;
+    if ('progress' in reply) throw new Error('unexpected progress reply');
     if (reply.ok) return reply.documents;
     const e = reply.error;
     if ('detail' in e) throw new ConfigError(e.source, e.field, e.detail);
@@ -75,8 +114,39 @@ export class YamlParser {
     const w = this.ensureWorker();
     const id = ++this.seq;
     return new Promise((resolve, reject) => {
-      this.waiting.set(id, { resolve, reject });
-      w.postMessage({ id, sources });
+      let timer: NodeJS.Timeout | undefined;
+      const entry: Waiting = {
+        file: sources[0]?.name ?? '',
+        resolve: (r) => {
+          clearTimeout(timer);
+          resolve(r);
+        },
+        reject: (e) => {
+          clearTimeout(timer);
+          reject(e);
+        },
+      };
+      // The deadline runs from the worker's first progress message: starting a worker (loading its
+      // modules) is not parsing, and takes seconds on a loaded node.
+      entry.started = () => {
+        if (this.timeoutMs <= 0 || timer !== undefined) return;
+        timer = setTimeout(() => {
+          this.waiting.delete(id);
+          this.counts.timedOut++;
+          // The only way to stop a synchronous parse is to end its thread; the next parse starts another.
+          this.stopWorker();
+          reject(
+            new ConfigError(
+              entry.file,
+              '',
+              `error loading config file: parsing did not finish within ${this.timeoutMs} ms (CONFIG_PARSE_TIMEOUT)`,
+            ),
+          );
+        }, this.timeoutMs);
+        timer.unref();
+      };
+      this.waiting.set(id, entry);
+      w.postMessage({ id, sources, limits: this.limits });
     });
   }
 
@@ -84,15 +154,26 @@ export class YamlParser {
     if (this.worker) return this.worker;
     const w = new Worker(FROM_SOURCE ? sourceBootstrap() : WORKER_URL, { execArgv: workerExecArgv() });
     w.unref();
+    let online = false;
+    w.once('online', () => (online = true));
     w.on('message', (r: ParseReply) => {
       const p = this.waiting.get(r.id);
+      if ('progress' in r) {
+        if (p) {
+          p.file = r.progress;
+          p.started?.();
+        }
+        return;
+      }
       this.waiting.delete(r.id);
       p?.resolve(r);
     });
     const fail = (err: Error) => {
-      for (const p of this.waiting.values()) p.reject(err);
-      this.waiting.clear();
+      if (this.worker !== w) return;
       this.worker = undefined;
+      const gone = new WorkerGone(err.message, !online);
+      for (const p of this.waiting.values()) p.reject(gone);
+      this.waiting.clear();
     };
     w.on('error', fail);
     w.on('exit', (code) => fail(new Error(`config parser worker exited with code ${code}`)));
@@ -100,9 +181,21 @@ export class YamlParser {
     return w;
   }
 
-  async close(): Promise<void> {
+  /** Terminates the worker (not waiting for it) and fails what waits on it. */
+  private stopWorker(): void {
     const w = this.worker;
+    if (!w) return;
     this.worker = undefined;
+    for (const p of this.waiting.values()) p.reject(new WorkerGone('config parser stopped', false));
+    this.waiting.clear();
+    void w.terminate();
+  }
+
+  /** Stops at once: a parse in progress is abandoned (its caller gets an error), never waited for. */
+  async close(): Promise<void> {
+    this.closed = true;
+    const w = this.worker;
+    this.stopWorker();
     if (w) await w.terminate();
   }
 }

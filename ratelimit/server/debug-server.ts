@@ -16,10 +16,22 @@ export interface DebugServerOptions {
   logger: Logger;
   host: string;
   port: number;
+  /**
+   * DEBUG_PPROF_ENABLED: serve the CPU profile and the heap snapshot. Off by default: a heap snapshot
+   * is the process' memory, secrets included (Redis passwords, TLS keys, xDS headers), and a profile
+   * costs CPU on demand; the debug port has no authentication.
+   */
+  pprofEnabled?: boolean;
 }
 
 /** Longest CPU profile one request may ask for. */
 const MAX_PROFILE_SECONDS = 300;
+
+const PPROF_OFF = `/debug/pprof/
+
+profiles are off: set DEBUG_PPROF_ENABLED=true to serve them (a heap snapshot holds every secret the
+process knows; bind the debug port to loopback, DEBUG_HOST=127.0.0.1, and reach it by port-forward)
+`;
 
 const PPROF_INDEX = `/debug/pprof/
 
@@ -49,18 +61,23 @@ export class DebugServer extends FastifyListener {
       }
       return lines.join('\n');
     });
+    this.app.get('/', async (_req, reply) => {
+      const lines = [...this.paths].map(([p, help]) => `${p}: ${help}`);
+      return reply.type('text/plain').send(lines.join('\n') + '\n');
+    });
     this.paths.set('/debug/pprof/', 'root of various pprof endpoints. hit for help.');
-    this.app.get('/debug/pprof/', async (_req, reply) => reply.type('text/plain').send(PPROF_INDEX));
+    const pprof = opts.pprofEnabled === true;
+    this.app.get('/debug/pprof/', async (_req, reply) =>
+      reply.type('text/plain').send(pprof ? PPROF_INDEX : PPROF_OFF),
+    );
+    // Off: the profile routes do not exist (404 like any unknown path).
+    if (!pprof) return;
     this.app.get('/debug/pprof/profile', async (req, reply) => this.cpuProfile(req.query, reply));
     this.app.get('/debug/pprof/heap', async (_req, reply) => {
       reply
         .type('application/octet-stream')
         .header('content-disposition', `attachment; filename="heap-${stamp()}.heapsnapshot"`);
       return reply.send(getHeapSnapshot());
-    });
-    this.app.get('/', async (_req, reply) => {
-      const lines = [...this.paths].map(([p, help]) => `${p}: ${help}`);
-      return reply.type('text/plain').send(lines.join('\n') + '\n');
     });
   }
 

@@ -38,6 +38,9 @@ export interface GrpcServerOptions {
   maxConnectionAgeMs?: number;
   maxConnectionAgeGraceMs?: number;
   maxReceiveMessageLength?: number;
+  /** GRPC_MAX_CONCURRENT_STREAMS and GRPC_MAX_SESSION_MEMORY_MB: per-connection bounds. */
+  maxConcurrentStreams?: number;
+  maxSessionMemoryMb?: number;
   tls?: {
     certFile: string;
     keyFile: string;
@@ -72,6 +75,8 @@ export class RateLimitGrpcServer {
     this.server = new H2GrpcServer({
       logger: opts.logger,
       maxReceiveMessageLength: opts.maxReceiveMessageLength ?? 4 * 1024 * 1024,
+      maxConcurrentStreams: opts.maxConcurrentStreams,
+      maxSessionMemoryMb: opts.maxSessionMemoryMb,
       maxConnectionAgeMs: opts.maxConnectionAgeMs,
       maxConnectionAgeGraceMs: opts.maxConnectionAgeGraceMs,
       tls: opts.tls,

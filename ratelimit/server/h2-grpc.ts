@@ -79,6 +79,10 @@ export interface H2GrpcServerOptions {
   tls?: { certFile: string; keyFile: string; clientCaFile?: string };
   /** How often TLS files are re-read (ms). */
   tlsReloadMs?: number;
+  /** Streams one connection may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS; default 1000). */
+  maxConcurrentStreams?: number;
+  /** MB one connection may buffer before node:http2 refuses new streams (default 64). */
+  maxSessionMemoryMb?: number;
 }
 
 type Entry =
@@ -131,10 +135,12 @@ export class H2GrpcServer {
 
   /** Listens on host:port or a unix socket path; resolves with the bound port (0 for a socket). */
   async listen(target: { host: string; port: number } | { path: string }): Promise<number> {
-    const settings: http2.Settings = { maxConcurrentStreams: 2 ** 31 - 1 };
-    // node:http2 refuses new streams (ENHANCE_YOUR_CALM) past maxSessionMemory MB of buffered data;
-    // the load balancer in front is the one to bound concurrency, as with grpc-go.
-    const common = { settings, maxSessionMemory: 1024 };
+    // Both bounds hold per connection whatever the peer does: a client may open at most
+    // maxConcurrentStreams streams at once (more are refused with REFUSED_STREAM), and node:http2
+    // refuses new streams (ENHANCE_YOUR_CALM) past maxSessionMemory MB of buffered data. Envoy opens
+    // few connections with many streams each; the defaults leave it ample room.
+    const settings: http2.Settings = { maxConcurrentStreams: this.opts.maxConcurrentStreams ?? 1000 };
+    const common = { settings, maxSessionMemory: this.opts.maxSessionMemoryMb ?? 64 };
     const tls = this.opts.tls;
     const server = tls
       ? http2.createSecureServer({
@@ -273,7 +279,9 @@ export class H2GrpcServer {
       try {
         req = entry.m.decode(message);
       } catch (err) {
-        trailersOnly(stream, Status.INTERNAL, `error parsing request: ${(err as Error).message}`);
+        // A caller's bad value in a well-formed message says so (grpcCode); malformed bytes are INTERNAL.
+        const code = (err as { grpcCode?: number }).grpcCode ?? Status.INTERNAL;
+        trailersOnly(stream, code, `error parsing request: ${(err as Error).message}`);
         return;
       }
       const ctx = new StreamContext(stream, headers);

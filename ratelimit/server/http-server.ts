@@ -1,4 +1,5 @@
 // The HTTP listener of the reference: POST /json (proto3 JSON in and out) and /healthcheck.
+import { isUtf8 } from 'node:buffer';
 import type { Logger } from 'pino';
 import { FastifyListener } from './listener.js';
 import { CacheError } from '../limiter/index.js';
@@ -29,9 +30,11 @@ export class RateLimitHttpServer extends FastifyListener {
     // Like the reference, /json takes the body as JSON whatever the content type says
     // (curl -d sends application/x-www-form-urlencoded).
     this.app.removeContentTypeParser('text/plain');
-    this.app.addContentTypeParser('*', { parseAs: 'string' }, (_req, body, done) => {
+    this.app.addContentTypeParser('*', { parseAs: 'buffer' }, (_req, body, done) => {
       try {
-        done(null, JSON.parse(body as string));
+        // Bytes that are not UTF-8 would be read as U+FFFD (two values, one counter): the caller's error.
+        if (!isUtf8(body as Buffer)) throw new Error('request body is not valid UTF-8');
+        done(null, JSON.parse((body as Buffer).toString('utf8')));
       } catch (err) {
         (err as Error & { statusCode?: number }).statusCode = 400;
         done(err as Error, undefined);

@@ -24,18 +24,26 @@ function checkKeys(o: Obj, allowed: readonly string[], where: string): void {
   }
 }
 
+/** ES2024's String.prototype.isWellFormed (Node 20+), not in the compiler's lib yet. */
+type WellFormed = { isWellFormed(): boolean };
+
 function str(v: unknown, where: string): string {
   if (v === undefined || v === null) return '';
   if (typeof v !== 'string') throw new ServiceError(`${where}: expected a string`);
+  // A lone surrogate (`"\ud800"` in the JSON text) has no UTF-8 form: it would be stored as U+FFFD,
+  // merging counters, so it is refused as protojson refuses invalid UTF-8.
+  if (!(v as unknown as WellFormed).isWellFormed())
+    throw new ServiceError(`${where}: invalid UTF-8 (a lone surrogate)`);
   return v;
 }
 
 function uint(v: unknown, where: string, max = 4294967295): number {
   if (v === undefined || v === null) return 0;
-  const n = typeof v === 'string' && /^\d+$/.test(v) ? Number(v) : v;
-  if (typeof n !== 'number' || !Number.isInteger(n) || n < 0 || n > max) {
+  const n = typeof v === 'string' && /^\d{1,30}$/.test(v) ? Number(v) : v;
+  if (typeof n !== 'number' || !Number.isInteger(n) || n < 0) {
     throw new ServiceError(`${where}: expected an unsigned integer`);
   }
+  if (n > max) throw new ServiceError(`${where}: ${String(v)} is out of range (at most ${max})`);
   return n;
 }
 

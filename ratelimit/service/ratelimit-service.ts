@@ -1,6 +1,6 @@
 // The ShouldRateLimit decision: validate the request, match each descriptor, count, aggregate.
 // Semantics follow the reference's service/ratelimit.go; deliberate differences are in the README.
-import type { LimitMatch, RateLimitConfig, RequestDescriptor, Unit } from '../config/index.js';
+import type { FailureMode, LimitMatch, RateLimitConfig, RequestDescriptor, Unit } from '../config/index.js';
 import type {
   WireDescriptor,
   WireDescriptorStatus,
@@ -15,6 +15,12 @@ import { NO_CONFIG_MESSAGE, ServiceError } from './errors.js';
 import { toStruct } from '../../proto/index.js';
 
 export const MAX_UINT32 = 4294967295;
+/**
+ * Largest hits_addend counted: a double adds exactly up to 2^53-1, and a larger addend is over any
+ * uint32 limit anyway. Above it (up to 2^64-1 on the wire) is the caller's error, never sent to Redis,
+ * whose INCRBY refuses more than 2^63-1 and would report it as a cache failure.
+ */
+export const MAX_HITS_ADDEND = Number.MAX_SAFE_INTEGER;
 
 const UNITS: readonly Unit[] = ['SECOND', 'MINUTE', 'HOUR', 'DAY', 'WEEK', 'MONTH', 'YEAR'];
 const UNIT_BY_NUMBER: Record<number, Unit> = {
@@ -109,7 +115,9 @@ export class RateLimitService {
       }
     }
 
-    const statuses = await this.opts.limiter.doLimit(req.domain, matches, req.hits);
+    // Filled only for descriptors a failure mode decided (the cache could not count them).
+    const decidedBy: (FailureMode | undefined)[] = [];
+    const statuses = await this.opts.limiter.doLimit(req.domain, matches, req.hits, decidedBy);
 
     let overLimit = false;
     let quotaCount = 0;
@@ -150,7 +158,9 @@ export class RateLimitService {
       this.opts.stats.service.globalShadowMode.inc();
     }
     if (this.opts.responseDynamicMetadata) {
-      response.dynamicMetadata = this.dynamicMetadata(req, matches, statuses);
+      response.dynamicMetadata = this.dynamicMetadata(req, matches, statuses, decidedBy);
+    } else if (decidedBy.length > 0) {
+      response.dynamicMetadata = toStruct({ failureMode: failureModesOf(decidedBy) });
     }
     return response;
   }
@@ -170,6 +180,7 @@ export class RateLimitService {
     req: ParsedRequest,
     matches: readonly (LimitMatch | undefined)[],
     statuses: readonly WireDescriptorStatus[],
+    decidedBy: readonly (FailureMode | undefined)[],
   ): unknown {
     const merged: Record<string, unknown> = {};
     for (let i = 0; i < matches.length; i++) {
@@ -184,8 +195,19 @@ export class RateLimitService {
     };
     if (req.hits.length > 0 && req.hits[0] !== 1) out.hitsAddend = req.hits[0];
     if (Object.keys(merged).length > 0) out.metadata = merged;
+    if (decidedBy.length > 0) out.failureMode = failureModesOf(decidedBy);
     return toStruct(out);
   }
+}
+
+/**
+ * The `failureMode` dynamic metadata: which failure mode decided (the cache could not count), e.g.
+ * `local`; several distinct modes in one request are joined with commas in descriptor order.
+ */
+function failureModesOf(decidedBy: readonly (FailureMode | undefined)[]): string {
+  let out = '';
+  for (const m of decidedBy) if (m !== undefined && !out.split(',').includes(m)) out += (out ? ',' : '') + m;
+  return out;
 }
 
 function parseUnit(u: unknown, where: string): Unit {
@@ -211,10 +233,11 @@ export function parseRequest(request: WireRateLimitRequest): ParsedRequest {
     const d: WireDescriptor = wire[i];
     const entries = d.entries ?? [];
     if (entries.length === 0) throw new ServiceError(`descriptors[${i}].entries: must not be empty`);
+    // An empty value is accepted although the proto says min_len 1: Envoy's request_headers action
+    // sends one for a header that is present but empty, and the reference then matches the key-only
+    // rule. An empty key cannot come from Envoy (its descriptor keys are required in its config).
     for (let j = 0; j < entries.length; j++) {
       if (!entries[j].key) throw new ServiceError(`descriptors[${i}].entries[${j}].key: must not be empty`);
-      if (!entries[j].value)
-        throw new ServiceError(`descriptors[${i}].entries[${j}].value: must not be empty`);
     }
     let limit: RequestDescriptor['limit'] = null;
     if (d.limit) {
@@ -225,7 +248,12 @@ export function parseRequest(request: WireRateLimitRequest): ParsedRequest {
     }
     descriptors[i] = { entries: entries as RequestDescriptor['entries'], limit };
     const h = d.hitsAddend?.value;
-    hits[i] = h !== undefined && h !== null ? Number(h) : requestHits;
+    if (h === undefined || h === null) hits[i] = requestHits;
+    else if (typeof h === 'number' && h <= MAX_HITS_ADDEND) hits[i] = h;
+    else
+      throw new ServiceError(
+        `descriptors[${i}].hits_addend: ${h} is out of range (at most ${MAX_HITS_ADDEND})`,
+      );
   }
   return { domain, descriptors, hits };
 }

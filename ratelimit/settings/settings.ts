@@ -1,5 +1,8 @@
 // One typed settings object, parsed once from the environment at startup and passed down.
 // Names and defaults follow the reference service (envoyproxy/ratelimit src/settings/settings.go).
+import { FAILURE_MODES, type FailureMode } from '../config/types.js';
+import { XDS_MAX_MESSAGE_BYTES } from '../../proto/index.js';
+import { DEFAULT_YAML_LIMITS, type YamlLimits } from '../config/yaml-source.js';
 import { EnvReader, SettingsError, type Env } from './env.js';
 
 export type ConfigType = 'FILE' | 'GRPC_XDS_SOTW';
@@ -37,6 +40,8 @@ export interface Settings {
   grpcUds: string;
   debugHost: string;
   debugPort: number;
+  /** DEBUG_PPROF_ENABLED: serve the heap snapshot and CPU profile (off: they expose process memory). */
+  debugPprofEnabled: boolean;
   grpcMaxConnectionAgeMs: number;
   grpcMaxConnectionAgeGraceMs: number;
   grpcServerUseTls: boolean;
@@ -46,6 +51,10 @@ export interface Settings {
   grpcClientTlsSan: string;
   /** Max gRPC request size the server accepts (ours; the reference uses gRPC's 4 MiB default). */
   grpcMaxRecvMsgSize: number;
+  /** GRPC_MAX_CONCURRENT_STREAMS: HTTP/2 streams one connection may have open at once. */
+  grpcMaxConcurrentStreams: number;
+  /** GRPC_MAX_SESSION_MEMORY_MB: memory one HTTP/2 connection may buffer before new streams are refused. */
+  grpcMaxSessionMemoryMb: number;
 
   // logging
   logLevel: string;
@@ -61,6 +70,10 @@ export interface Settings {
   runtimeWatchRoot: boolean;
   mergeDomainConfig: boolean;
   healthyWithAtLeastOneConfigLoaded: boolean;
+  /** Bounds on each config YAML file (CONFIG_YAML_*), checked before it expands. */
+  configYamlLimits: YamlLimits;
+  /** CONFIG_PARSE_TIMEOUT: a parse running longer is stopped and its files rejected. */
+  configParseTimeoutMs: number;
 
   // xDS client
   xds: {
@@ -104,11 +117,19 @@ export interface Settings {
   redisPerSecond: boolean;
   redisPerSecondSettings: RedisSettings;
   redisHealthCheckActiveConnection: boolean;
+  /** Ours (issue 14): the circuit breaker per Redis deployment and cluster shard. */
+  redisCircuitBreaker: { enabled: boolean; failureThreshold: number; probeIntervalMs: number };
+  /** Ours: how long startup waits for Redis before opening the listeners without it. */
+  redisStartupWaitMs: number;
+  /** Ours: what a descriptor gets when its counter cannot be counted (CACHE_FAILURE_MODE*). */
+  failureMode: { mode: FailureMode; localPods: number };
   memcache: {
     hostPort: string[];
     srv: string;
     srvRefreshMs: number;
     maxIdleConns: number;
+    /** MEMCACHE_TIMEOUT: deadline of one memcache call. */
+    timeoutMs: number;
     tls: boolean;
     tlsFiles: TlsFiles;
   };
@@ -116,6 +137,8 @@ export interface Settings {
   // statistics
   stats: {
     disabled: boolean;
+    /** STATS_MAX_UNKNOWN_DOMAINS: distinct unknown request domains given their own stat series. */
+    maxUnknownDomains: number;
     useStatsd: boolean;
     statsdHost: string;
     statsdPort: number;
@@ -175,6 +198,7 @@ export function loadSettings(env: Env = process.env): Settings {
     grpcUds: r.string('GRPC_UDS', ''),
     debugHost: r.string('DEBUG_HOST', '0.0.0.0'),
     debugPort: r.int('DEBUG_PORT', 6070, { min: 0, max: 65535 }),
+    debugPprofEnabled: r.bool('DEBUG_PPROF_ENABLED', false),
     grpcMaxConnectionAgeMs: r.durationMs('GRPC_MAX_CONNECTION_AGE', 24 * 3_600_000),
     grpcMaxConnectionAgeGraceMs: r.durationMs('GRPC_MAX_CONNECTION_AGE_GRACE', 3_600_000),
     grpcServerUseTls: r.bool('GRPC_SERVER_USE_TLS', false),
@@ -183,6 +207,8 @@ export function loadSettings(env: Env = process.env): Settings {
     grpcClientTlsCaCert: r.string('GRPC_CLIENT_TLS_CACERT', ''),
     grpcClientTlsSan: r.string('GRPC_CLIENT_TLS_SAN', ''),
     grpcMaxRecvMsgSize: r.int('GRPC_MAX_RECV_MSG_SIZE', 4 * 1024 * 1024, { min: 1024 }),
+    grpcMaxConcurrentStreams: r.int('GRPC_MAX_CONCURRENT_STREAMS', 1000, { min: 1, max: 2 ** 31 - 1 }),
+    grpcMaxSessionMemoryMb: r.int('GRPC_MAX_SESSION_MEMORY_MB', 64, { min: 1 }),
 
     logLevel: r.string('LOG_LEVEL', 'WARN'),
     logFormat: r.oneOf('LOG_FORMAT', 'text', ['text', 'json'] as const),
@@ -196,6 +222,14 @@ export function loadSettings(env: Env = process.env): Settings {
     runtimeWatchRoot: r.bool('RUNTIME_WATCH_ROOT', true),
     mergeDomainConfig: r.bool('MERGE_DOMAIN_CONFIG', false),
     healthyWithAtLeastOneConfigLoaded: r.bool('HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED', false),
+    configYamlLimits: {
+      maxBytes: r.int('CONFIG_YAML_MAX_BYTES', DEFAULT_YAML_LIMITS.maxBytes, { min: 1 }),
+      maxAliases: r.int('CONFIG_YAML_MAX_ALIASES', DEFAULT_YAML_LIMITS.maxAliases, { min: 0 }),
+      maxScalarLength: r.int('CONFIG_YAML_MAX_SCALAR_BYTES', DEFAULT_YAML_LIMITS.maxScalarLength, { min: 1 }),
+      maxDepth: r.int('CONFIG_YAML_MAX_DEPTH', DEFAULT_YAML_LIMITS.maxDepth, { min: 1, max: 1000 }),
+      maxNodes: r.int('CONFIG_YAML_MAX_NODES', DEFAULT_YAML_LIMITS.maxNodes, { min: 1 }),
+    },
+    configParseTimeoutMs: r.durationMs('CONFIG_PARSE_TIMEOUT', 30_000),
 
     xds: {
       nodeId: r.string('CONFIG_GRPC_XDS_NODE_ID', 'default'),
@@ -212,7 +246,7 @@ export function loadSettings(env: Env = process.env): Settings {
       backoffMaxMs: r.durationMs('XDS_CLIENT_BACKOFF_MAX_INTERVAL', 60_000),
       backoffRandomFactor: r.float('XDS_CLIENT_BACKOFF_RANDOM_FACTOR', 0.5, { min: 0 }),
       backoffJitter: r.bool('XDS_CLIENT_BACKOFF_JITTER', true),
-      maxMsgSizeBytes: r.int('XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES', 0, { min: 0 }),
+      maxMsgSizeBytes: r.int('XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES', XDS_MAX_MESSAGE_BYTES, { min: 1024 }),
     },
 
     globalShadowMode: r.bool('SHADOW_MODE', false),
@@ -244,11 +278,22 @@ export function loadSettings(env: Env = process.env): Settings {
       '/var/run/nutcracker/ratelimitpersecond.sock',
     ),
     redisHealthCheckActiveConnection: r.bool('REDIS_HEALTH_CHECK_ACTIVE_CONNECTION', false),
+    redisCircuitBreaker: {
+      enabled: r.bool('REDIS_CIRCUIT_BREAKER_ENABLED', true),
+      failureThreshold: r.int('REDIS_CIRCUIT_BREAKER_FAILURES', 5, { min: 1 }),
+      probeIntervalMs: r.durationMs('REDIS_CIRCUIT_BREAKER_PROBE_INTERVAL', 500),
+    },
+    redisStartupWaitMs: r.durationMs('REDIS_STARTUP_WAIT', 10_000),
+    failureMode: {
+      mode: r.oneOf('CACHE_FAILURE_MODE', 'error', FAILURE_MODES),
+      localPods: r.int('CACHE_FAILURE_MODE_LOCAL_PODS', 1, { min: 1 }),
+    },
     memcache: {
       hostPort: r.list('MEMCACHE_HOST_PORT'),
       srv: r.string('MEMCACHE_SRV', ''),
       srvRefreshMs: r.durationMs('MEMCACHE_SRV_REFRESH', 0),
       maxIdleConns: r.int('MEMCACHE_MAX_IDLE_CONNS', 2, { min: 0 }),
+      timeoutMs: r.durationMs('MEMCACHE_TIMEOUT', 500),
       tls: r.bool('MEMCACHE_TLS', false),
       tlsFiles: {
         clientCert: r.string('MEMCACHE_TLS_CLIENT_CERT', ''),
@@ -260,6 +305,7 @@ export function loadSettings(env: Env = process.env): Settings {
 
     stats: {
       disabled: r.bool('DISABLE_STATS', false),
+      maxUnknownDomains: r.int('STATS_MAX_UNKNOWN_DOMAINS', 100, { min: 0 }),
       useStatsd: r.bool('USE_STATSD', true),
       statsdHost: r.string('STATSD_HOST', 'localhost'),
       statsdPort: r.int('STATSD_PORT', 8125, { min: 1, max: 65535 }),
@@ -294,6 +340,9 @@ export function loadSettings(env: Env = process.env): Settings {
       'GRPC_SERVER_TLS_CERT',
       'GRPC_SERVER_USE_TLS=true needs GRPC_SERVER_TLS_CERT and GRPC_SERVER_TLS_KEY',
     );
+  }
+  if (s.redisCircuitBreaker.probeIntervalMs < 10) {
+    throw new SettingsError('REDIS_CIRCUIT_BREAKER_PROBE_INTERVAL', 'must be at least 10ms');
   }
   if (s.memcache.hostPort.length > 0 && s.memcache.srv !== '') {
     throw new SettingsError('MEMCACHE_SRV', 'MEMCACHE_HOST_PORT and MEMCACHE_SRV are mutually exclusive');

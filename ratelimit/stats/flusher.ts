@@ -39,6 +39,9 @@ export class StatsFlusher {
       if (d === 0) continue;
       for (const s of sinks) this.guard(s, () => s.flushCounter(c.name, d));
     }
+    for (const g of this.opts.store.allGauges()) {
+      for (const s of sinks) if (s.flushGauge) this.guard(s, () => s.flushGauge!(g.name, g.value));
+    }
     for (const t of this.opts.store.allTimers()) {
       const drained = t.drain();
       if (!drained) continue;

@@ -39,6 +39,10 @@ export class LoggingSink implements StatsSink {
     for (const ms of timer.samples) this.line(name, 'timer', ms);
   }
 
+  flushGauge(name: string, value: number): void {
+    if (this.logger.isLevelEnabled('debug')) this.line(name, 'gauge', value);
+  }
+
   flushed(): void {
     if (this.logger.isLevelEnabled('debug')) this.line('', 'all stats', 0);
   }

@@ -11,6 +11,8 @@ export interface TimerFlush {
 export interface StatsSink {
   /** A counter increased by `delta` (> 0) since the previous flush. */
   flushCounter(name: string, delta: number): void;
+  /** A gauge's current value (sent at every flush). */
+  flushGauge?(name: string, value: number): void;
   /** Timer observations since the previous flush. */
   flushTimer(name: string, timer: TimerFlush): void;
   /** End of one flush: send what is buffered. */

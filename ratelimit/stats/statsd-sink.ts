@@ -91,6 +91,10 @@ export class StatsdSink extends HotShotsSink {
   flushTimer(name: string, timer: TimerFlush): void {
     this.timing(name + this.suffix, timer, undefined);
   }
+
+  flushGauge(name: string, value: number): void {
+    this.client.gauge(name + this.suffix, value);
+  }
 }
 
 /** DogStatsD: extra tags as `#k:v`, names rewritten by the mogrifiers (with their tags). */
@@ -124,5 +128,10 @@ export class DogStatsdSink extends HotShotsSink {
   flushTimer(name: string, timer: TimerFlush): void {
     const r = this.resolve(name);
     this.timing(r.name, timer, r.tags.length > 0 ? r.tags : undefined);
+  }
+
+  flushGauge(name: string, value: number): void {
+    const r = this.resolve(name);
+    this.client.gauge(r.name, value, r.tags);
   }
 }

@@ -17,6 +17,15 @@ export class Counter {
   }
 }
 
+/** A value that is set, not added to (e.g. a circuit state); flushed whole, every interval. */
+export class Gauge {
+  value = 0;
+  constructor(readonly name: string) {}
+  set(v: number): void {
+    this.value = v;
+  }
+}
+
 /**
  * Samples kept per flush interval per timer; past it, a uniform reservoir sample is kept (and the
  * sinks scale by the call count), so a flush costs the same at 100 or 100 000 calls per second.
@@ -100,11 +109,20 @@ export class ServiceStats {
 export class StatsStore {
   private readonly counters = new Map<string, Counter>();
   private readonly timers = new Map<string, Timer>();
+  private readonly gauges = new Map<string, Gauge>();
   private readonly rules = new Map<string, RuleStats>();
   private readonly notFound = new Map<string, Counter>();
+  private readonly maxUnknownDomains: number;
+  /** Requests for unknown domains past STATS_MAX_UNKNOWN_DOMAINS distinct ones (one series for all). */
+  private unlistedNotFound?: Counter;
   readonly service: ServiceStats;
 
-  constructor() {
+  /**
+   * maxUnknownDomains bounds the domain_not_found series: the domain comes from the caller, and one
+   * series per distinct value would let any caller grow memory, /stats and every metrics backend.
+   */
+  constructor(opts: { maxUnknownDomains?: number } = {}) {
+    this.maxUnknownDomains = opts.maxUnknownDomains ?? 100;
     this.service = new ServiceStats(this);
   }
 
@@ -115,6 +133,19 @@ export class StatsStore {
       this.counters.set(name, c);
     }
     return c;
+  }
+
+  gauge(name: string): Gauge {
+    let g = this.gauges.get(name);
+    if (!g) {
+      g = new Gauge(name);
+      this.gauges.set(name, g);
+    }
+    return g;
+  }
+
+  allGauges(): IterableIterator<Gauge> {
+    return this.gauges.values();
   }
 
   timer(name: string): Timer {
@@ -138,11 +169,15 @@ export class StatsStore {
 
   /**
    * ratelimit.service.rate_limit.<domain>.domain_not_found: requests for a domain the loaded
-   * config does not have (the reference counts once per descriptor).
+   * config does not have (the reference counts once per descriptor); past maxUnknownDomains distinct
+   * domains, ratelimit.service.domain_not_found_unlisted counts the rest.
    */
   domainNotFound(domain: string): Counter {
     let c = this.notFound.get(domain);
     if (!c) {
+      if (this.notFound.size >= this.maxUnknownDomains) {
+        return (this.unlistedNotFound ??= this.counter('ratelimit.service.domain_not_found_unlisted'));
+      }
       c = this.counter(`ratelimit.service.rate_limit.${sanitizeStatName(domain)}.domain_not_found`);
       this.notFound.set(domain, c);
     }
@@ -161,6 +196,7 @@ export class StatsStore {
   snapshot(): Record<string, number> {
     const out: Record<string, number> = {};
     for (const name of [...this.counters.keys()].sort()) out[name] = this.counters.get(name)!.value;
+    for (const name of [...this.gauges.keys()].sort()) out[name] = this.gauges.get(name)!.value;
     return out;
   }
 

@@ -241,6 +241,15 @@ class TracedCounterStore implements CounterStore {
     return this.tracing.inChildSpan(this.spanName, pipelineAttributes(ops), () => this.inner.get(ops));
   }
 
+  /** Per-op settlement passed through, so a failed shard's failure mode applies to its keys only. */
+  incrementEach(ops: readonly CounterOp[]): Promise<(number | Error)[]> {
+    const inner = this.inner;
+    if (!inner.incrementEach) {
+      return this.increment(ops).catch((err: unknown) => ops.map(() => err as Error));
+    }
+    return this.tracing.inChildSpan(this.spanName, pipelineAttributes(ops), () => inner.incrementEach!(ops));
+  }
+
   isHealthy(): boolean {
     return this.inner.isHealthy();
   }

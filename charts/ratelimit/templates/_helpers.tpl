@@ -25,3 +25,25 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- default "default" .Values.serviceAccount.name -}}
 {{- end -}}
 {{- end -}}
+
+{{- define "ratelimit.xdsServerSecret" -}}
+{{- default (printf "%s-xds-server-tls" (include "ratelimit.fullname" .)) .Values.xds.tls.serverSecretName -}}
+{{- end -}}
+
+{{- define "ratelimit.xdsClientSecret" -}}
+{{- default (printf "%s-xds-client-tls" (include "ratelimit.fullname" .)) .Values.xds.tls.clientSecretName -}}
+{{- end -}}
+
+{{/* The xDS Service's in-cluster name: what the pods dial and require in the operator's certificate. */}}
+{{- define "ratelimit.xdsHost" -}}
+{{- printf "%s-xds.%s.svc" (include "ratelimit.fullname" .) .Release.Namespace -}}
+{{- end -}}
+
+{{- define "ratelimit.xdsServerName" -}}
+{{- default (include "ratelimit.xdsHost" .) .Values.xds.tls.serverName -}}
+{{- end -}}
+
+{{- define "ratelimit.selector" -}}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}

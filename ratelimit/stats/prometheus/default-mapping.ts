@@ -46,6 +46,24 @@ ${RULE_STATS.map(ruleRegex).join('')}
     labels:
       grpc_method: "$1"
 
+  - match: "ratelimit.service.failure_mode.*"
+    name: "ratelimit_service_failure_mode_total"
+    match_metric_type: counter
+    labels:
+      mode: "$1"
+  - match: "ratelimit.redis.*.*.circuit_state"
+    name: "ratelimit_redis_circuit_state"
+    match_metric_type: gauge
+    labels:
+      deployment: "$1"
+      shard: "$2"
+  - match: "ratelimit.redis.*.*.circuit_open"
+    name: "ratelimit_redis_circuit_open_total"
+    match_metric_type: counter
+    labels:
+      deployment: "$1"
+      shard: "$2"
+
   - match: "ratelimit.service.config_load_success"
     name: "ratelimit_service_config_load_success"
     match_metric_type: counter

@@ -5,7 +5,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
-import { collectDefaultMetrics, Counter, Registry, Summary } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Registry, Summary } from 'prom-client';
 import { normalizeTags, type StatsSink, type TimerFlush } from '../sink.js';
 import { AggregatedHistogram } from './aggregated-histogram.js';
 import { DEFAULT_MAPPING_YAML } from './default-mapping.js';
@@ -29,6 +29,7 @@ export interface PrometheusSinkOptions {
 
 type Metric =
   | { kind: 'counter'; m: Counter }
+  | { kind: 'gauge'; m: Gauge }
   | { kind: 'histogram'; m: AggregatedHistogram }
   | { kind: 'summary'; m: Summary };
 
@@ -111,7 +112,7 @@ export class PrometheusSink implements StatsSink {
     const r = this.mapper.map(statName, type);
     if (r.drop) return undefined;
     const labels = { ...this.extraLabels, ...r.labels };
-    const want = type === 'counter' ? 'counter' : (r.mapping?.timerType ?? 'summary');
+    const want = type === 'counter' || type === 'gauge' ? type : (r.mapping?.timerType ?? 'summary');
     let metric = this.metrics.get(r.name);
     if (metric) {
       if (metric.kind !== want) return this.conflict(r.name, want);
@@ -124,6 +125,7 @@ export class PrometheusSink implements StatsSink {
     const common = { name: r.name, help, labelNames, registers: [this.registry] };
     try {
       if (want === 'counter') metric = { kind: 'counter', m: new Counter(common) };
+      else if (want === 'gauge') metric = { kind: 'gauge', m: new Gauge(common) };
       else if (want === 'histogram')
         metric = {
           kind: 'histogram',
@@ -150,7 +152,7 @@ export class PrometheusSink implements StatsSink {
 
   flushTimer(name: string, timer: TimerFlush): void {
     const r = this.resolve(name, 'observer');
-    if (!r || r.metric.kind === 'counter') return;
+    if (!r || r.metric.kind === 'counter' || r.metric.kind === 'gauge') return;
     // StatsD timers are milliseconds; Prometheus wants seconds (statsd_exporter divides too).
     const seconds = timer.samples.map((ms) => ms / 1000);
     if (r.metric.kind === 'histogram') {
@@ -160,6 +162,11 @@ export class PrometheusSink implements StatsSink {
       const child = r.metric.m.labels(r.labels);
       for (const s of seconds) child.observe(s);
     }
+  }
+
+  flushGauge(name: string, value: number): void {
+    const r = this.resolve(name, 'gauge');
+    if (r && r.metric.kind === 'gauge') r.metric.m.set(r.labels, value);
   }
 
   flushed(): void {}

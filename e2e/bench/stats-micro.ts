@@ -6,7 +6,7 @@
 // medians are reported. Fresh processes keep variants from affecting each other: e.g.
 // AsyncLocalStorage, once used by tracing, slows every promise of the process on Node 20.
 //
-//   npx tsx ratelimit/stats/bench.ts [--seconds 3] [--rounds 5] [--concurrency 64] [--flush-ms 1000]
+//   npx tsx e2e/bench/stats-micro.ts [--seconds 3] [--rounds 5] [--concurrency 64] [--flush-ms 1000]
 //
 // It is a micro-benchmark: it isolates the in-process cost and says nothing about end-to-end
 // throughput with Redis, gRPC framing or the network (that is the e2e benchmark harness's job).
@@ -14,15 +14,21 @@ import { execFileSync } from 'node:child_process';
 import { createSocket } from 'node:dgram';
 import type { AddressInfo } from 'node:net';
 import { parseArgs } from 'node:util';
-import { loadConfig } from '../config/index.js';
-import { FixedWindowLimiter } from '../limiter/index.js';
-import { createLogger } from '../logging.js';
-import { MemoryCounterStore } from '../memory/index.js';
+import { loadConfig } from '../../ratelimit/config/index.js';
+import { FixedWindowLimiter } from '../../ratelimit/limiter/index.js';
+import { createLogger } from '../../ratelimit/logging.js';
+import { MemoryCounterStore } from '../../ratelimit/memory/index.js';
 import type { WireRateLimitRequest } from '../../proto/index.js';
-import { RateLimitService } from '../service/index.js';
-import { loadSettings, type Settings } from '../settings/index.js';
-import { createTracing, type RateLimitTracing } from '../tracing/index.js';
-import { Counter, createStatsPipeline, StatsStore, Timer, type StatsPipeline } from './index.js';
+import { RateLimitService } from '../../ratelimit/service/index.js';
+import { loadSettings, type Settings } from '../../ratelimit/settings/index.js';
+import { createTracing, type RateLimitTracing } from '../../ratelimit/tracing/index.js';
+import {
+  Counter,
+  createStatsPipeline,
+  StatsStore,
+  Timer,
+  type StatsPipeline,
+} from '../../ratelimit/stats/index.js';
 
 const { values: args } = parseArgs({
   options: {

@@ -1,3 +1,0 @@
-#!/usr/bin/env node
-// The paper similarity service (papers/README.md). Build first: npm run build.
-import '../dist/papers/main.js';

@@ -1,0 +1,283 @@
+// ratelimit-config: validate, explain, diff and counters, on the service's own config model.
+// Exit status: 0 fine (diff: no change), 1 invalid config (validate) or changes found (diff),
+// 2 usage error, unreadable or invalid input where a valid config is needed, or Redis failure.
+import { readFileSync } from 'node:fs';
+import { parseArgs, parseEnv } from 'node:util';
+import { loadSettings, type Settings } from '../settings/index.js';
+import { buildConfigSet, hasErrors, type ConfigSet, type Problem } from './config-set.js';
+import { CounterClient, formatReadings } from './counters.js';
+import { diffSets, formatDiffMarkdown } from './diff.js';
+import { Explainer, formatExplanations, parseDescriptor } from './explain.js';
+import { readSources } from './sources.js';
+
+export interface Io {
+  out(text: string): void;
+  err(text: string): void;
+  env: Readonly<Record<string, string | undefined>>;
+}
+
+const defaultIo: Io = {
+  out: (t) => process.stdout.write(t),
+  err: (t) => process.stderr.write(t),
+  env: process.env,
+};
+
+class UsageError extends Error {}
+
+export const USAGE = `usage: ratelimit-config <command> [options]
+
+  validate <files or folders...>   check plain ratelimit YAML files and RateLimitConfig manifests
+      [--format text|json|annotations|github] [--merge-domain-config] [--namespace NS]
+  explain --config <paths> --domain D --descriptor k=v[,k=v...] [--descriptor ...]
+      [--format text|json] [--now UNIX_SECONDS] [--merge-domain-config]
+  diff <old> <new>                 semantic difference of two config sets (markdown)
+      [--format markdown|json] [--merge-domain-config]
+  counters get|reset --config <paths> --domain D --descriptor k=v[,k=v...] [--descriptor ...]
+      [--env-file FILE] [--env NAME=VALUE ...] [--yes] [--format text|json]
+      Redis settings are the service's environment variables (REDIS_TYPE, REDIS_URL, REDIS_AUTH,
+      REDIS_TLS*, REDIS_PERSECOND*, CACHE_KEY_PREFIX, ...), from the environment, --env-file, --env.
+
+exit status: 0 ok / no change; 1 invalid config (validate) / changes (diff); 2 usage or input error
+`;
+
+const COMMON = {
+  format: { type: 'string' },
+  'merge-domain-config': { type: 'boolean' },
+  namespace: { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+function problemLine(p: Problem, format: string): string {
+  const field = p.field === '' ? '' : `${p.field}: `;
+  if (format === 'github') {
+    const esc = (s: string) => s.replace(/%/g, '%25').replace(/\r/g, '%0D').replace(/\n/g, '%0A');
+    const prop = (s: string) => esc(s).replace(/:/g, '%3A').replace(/,/g, '%2C');
+    return `::${p.severity} file=${prop(p.file)},line=${p.line},col=${p.col},title=${prop(`ratelimit-config: document ${p.document}`)}::${esc(field + p.message)}`;
+  }
+  if (format === 'annotations') {
+    return `${p.file}:${p.line}:${p.col}: ${p.severity === 'warning' ? 'warning: ' : ''}${field}${p.message}`;
+  }
+  return `${p.severity}: ${p.file} (document ${p.document}, line ${p.line}) ${field}${p.message}`;
+}
+
+function loadSet(
+  paths: readonly string[],
+  values: { namespace?: string; 'merge-domain-config'?: boolean },
+  io: Io,
+): ConfigSet {
+  if (paths.length === 0) throw new UsageError('no files or folders given');
+  return buildConfigSet(
+    readSources(paths, values.namespace === undefined ? {} : { namespace: values.namespace }),
+    {
+      mergeDomainConfig: values['merge-domain-config'] ?? io.env.MERGE_DOMAIN_CONFIG === 'true',
+    },
+  );
+}
+
+/** For explain, diff and counters: a set with errors is refused (as the service refuses it). */
+function requireValid(set: ConfigSet, what: string, io: Io): boolean {
+  if (!hasErrors(set)) return true;
+  io.err(`${what}: the config is invalid:\n`);
+  for (const p of set.problems) if (p.severity === 'error') io.err(`  ${problemLine(p, 'annotations')}\n`);
+  return false;
+}
+
+function validate(args: string[], io: Io): number {
+  const { values, positionals } = parseArgs({ args, options: COMMON, allowPositionals: true });
+  const format = values.format ?? 'text';
+  if (!['text', 'json', 'annotations', 'github'].includes(format))
+    throw new UsageError(`unknown --format ${format}`);
+  const set = loadSet(positionals, values, io);
+  const errors = set.problems.filter((p) => p.severity === 'error').length;
+  const warnings = set.problems.length - errors;
+  if (format === 'json') {
+    io.out(
+      JSON.stringify(
+        {
+          valid: errors === 0,
+          errors,
+          warnings,
+          documents: set.documents,
+          skipped: set.skipped,
+          domains: [...set.domains.keys()],
+          problems: set.problems,
+        },
+        null,
+        2,
+      ) + '\n',
+    );
+  } else {
+    for (const p of set.problems) io.out(problemLine(p, format) + '\n');
+    if (format === 'text') {
+      io.out(
+        `${errors === 0 ? 'valid' : 'invalid'}: ${errors} error(s), ${warnings} warning(s) in ${set.documents} document(s)` +
+          `${set.skipped ? ` (${set.skipped} skipped: other kinds or empty)` : ''}; domains: ${[...set.domains.keys()].join(', ') || 'none'}\n`,
+      );
+    }
+  }
+  return errors === 0 ? 0 : 1;
+}
+
+const REQUEST = {
+  ...COMMON,
+  config: { type: 'string', multiple: true },
+  domain: { type: 'string' },
+  descriptor: { type: 'string', multiple: true },
+  now: { type: 'string' },
+  'env-file': { type: 'string', multiple: true },
+  env: { type: 'string', multiple: true },
+  yes: { type: 'boolean' },
+  timeout: { type: 'string' },
+} as const;
+
+interface RequestValues {
+  config?: string[];
+  domain?: string;
+  descriptor?: string[];
+  now?: string;
+  'env-file'?: string[];
+  env?: string[];
+  namespace?: string;
+  'merge-domain-config'?: boolean;
+}
+
+/** The service's settings from the environment, then --env-file files, then --env pairs. */
+function settingsFrom(values: RequestValues, io: Io): Settings {
+  const env: Record<string, string | undefined> = { ...io.env };
+  for (const f of values['env-file'] ?? []) Object.assign(env, parseEnv(readFileSync(f, 'utf8')));
+  for (const pair of values.env ?? []) {
+    const eq = pair.indexOf('=');
+    if (eq <= 0) throw new UsageError(`--env ${pair}: expected NAME=VALUE`);
+    env[pair.slice(0, eq)] = pair.slice(eq + 1);
+  }
+  return loadSettings(env);
+}
+
+function explainRequest(values: RequestValues, io: Io, settings: Settings) {
+  if (!values.domain) throw new UsageError('--domain is required');
+  if (!values.descriptor?.length) throw new UsageError('at least one --descriptor k=v[,k=v] is required');
+  const descriptors = values.descriptor.map((d) => {
+    try {
+      return parseDescriptor(d);
+    } catch (err) {
+      throw new UsageError((err as Error).message);
+    }
+  });
+  const set = loadSet(values.config ?? [], values, io);
+  if (!requireValid(set, 'explain', io)) return undefined;
+  let nowSeconds: number | undefined;
+  if (values.now !== undefined) {
+    nowSeconds = Number(values.now);
+    if (!Number.isInteger(nowSeconds) || nowSeconds < 0) throw new UsageError('--now must be unix seconds');
+  }
+  const explainer = new Explainer(set);
+  return explainer.explain(values.domain, descriptors, {
+    cacheKeyPrefix: settings.cacheKeyPrefix,
+    ...(nowSeconds === undefined ? {} : { nowSeconds }),
+  });
+}
+
+function explain(args: string[], io: Io): number {
+  const { values } = parseArgs({ args, options: REQUEST, allowPositionals: false });
+  const format = values.format ?? 'text';
+  if (!['text', 'json'].includes(format)) throw new UsageError(`unknown --format ${format}`);
+  const list = explainRequest(values, io, settingsFrom(values, io));
+  if (!list) return 2;
+  if (format === 'json') io.out(JSON.stringify({ domain: values.domain, descriptors: list }, null, 2) + '\n');
+  else io.out(formatExplanations(values.domain!, list));
+  return 0;
+}
+
+function diff(args: string[], io: Io): number {
+  const { values, positionals } = parseArgs({ args, options: COMMON, allowPositionals: true });
+  const format = values.format ?? 'markdown';
+  if (!['markdown', 'json'].includes(format)) throw new UsageError(`unknown --format ${format}`);
+  if (positionals.length !== 2) throw new UsageError('diff takes two paths: <old> <new>');
+  const before = loadSet([positionals[0]!], values, io);
+  const after = loadSet([positionals[1]!], values, io);
+  if (
+    !requireValid(before, `diff: ${positionals[0]}`, io) ||
+    !requireValid(after, `diff: ${positionals[1]}`, io)
+  ) {
+    return 2;
+  }
+  const changes = diffSets(before, after);
+  if (format === 'json') io.out(JSON.stringify({ changed: changes.length > 0, changes }, null, 2) + '\n');
+  else io.out(formatDiffMarkdown(changes));
+  return changes.length > 0 ? 1 : 0;
+}
+
+async function counters(args: string[], io: Io): Promise<number> {
+  const { values, positionals } = parseArgs({ args, options: REQUEST, allowPositionals: true });
+  const action = positionals[0];
+  if ((action !== 'get' && action !== 'reset') || positionals.length !== 1) {
+    throw new UsageError('counters get|reset');
+  }
+  const format = values.format ?? 'text';
+  if (!['text', 'json'].includes(format)) throw new UsageError(`unknown --format ${format}`);
+  if (!values.config?.length)
+    throw new UsageError('--config is required (the rule gives the key, limit and window)');
+  const settings = settingsFrom(values, io);
+  const list = explainRequest(values, io, settings);
+  if (!list) return 2;
+  const reset = action === 'reset';
+  if (reset && values.yes !== true) {
+    io.err('counters reset deletes the counters of the current window; add --yes to do it\n');
+    return 2;
+  }
+  const client = new CounterClient(settings);
+  try {
+    const timeoutMs = values.timeout === undefined ? 10_000 : Number(values.timeout) * 1000;
+    if (!(timeoutMs > 0)) throw new UsageError('--timeout must be a positive number of seconds');
+    await client.start(timeoutMs);
+    // A Redis that accepts the connection and then stops answering must not hang the command.
+    const readings = await withDeadline(client.read(list, reset), timeoutMs, 'reading the counters');
+    if (format === 'json')
+      io.out(JSON.stringify({ domain: values.domain, counters: readings }, null, 2) + '\n');
+    else io.out(formatReadings(list, readings));
+    return 0;
+  } finally {
+    await client.close();
+  }
+}
+
+function withDeadline<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: no answer from redis within ${ms} ms`)), ms);
+  });
+  return Promise.race([p, expired]).finally(() => clearTimeout(timer));
+}
+
+/** Runs one command line; resolves with the exit status. */
+export async function main(argv: readonly string[], io: Io = defaultIo): Promise<number> {
+  const [command, ...rest] = argv;
+  try {
+    switch (command) {
+      case 'validate':
+        return validate(rest, io);
+      case 'explain':
+        return explain(rest, io);
+      case 'diff':
+        return diff(rest, io);
+      case 'counters':
+        return await counters(rest, io);
+      case undefined:
+      case '-h':
+      case '--help':
+      case 'help':
+        io.out(USAGE);
+        return command === undefined ? 2 : 0;
+      default:
+        throw new UsageError(`unknown command '${command}'`);
+    }
+  } catch (err) {
+    const e = err as Error & { code?: string };
+    if (err instanceof UsageError || e.code?.startsWith('ERR_PARSE_ARGS')) {
+      io.err(`ratelimit-config: ${e.message}\n\n${USAGE}`);
+    } else {
+      io.err(`ratelimit-config: ${e.message}\n`);
+    }
+    return 2;
+  }
+}
