@@ -9,6 +9,8 @@ export interface Resource {
   readonly name: string;
   readonly typeUrl: string;
   readonly value: Uint8Array;
+  /** Features a pod must announce to be sent this resource (proto featuresOfMessage); none when absent. */
+  readonly requiredFeatures?: readonly string[];
 }
 
 /** The resources of one type in a snapshot, sorted by name. */

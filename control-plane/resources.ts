@@ -2,6 +2,7 @@
 import {
   documentToRateLimitConfig,
   encodeRateLimitConfig,
+  featuresOfMessage,
   RATELIMIT_CONFIG_TYPE_URL,
   type RateLimitConfigInit,
 } from '../proto/index.js';
@@ -9,7 +10,13 @@ import type { Resource } from './cache.js';
 
 /** A RateLimitConfig resource; its name is the message's name (unique within a snapshot). */
 export function rateLimitConfigResource(msg: RateLimitConfigInit & { name: string }): Resource {
-  return { name: msg.name, typeUrl: RATELIMIT_CONFIG_TYPE_URL, value: encodeRateLimitConfig(msg) };
+  const requiredFeatures = featuresOfMessage(msg);
+  return {
+    name: msg.name,
+    typeUrl: RATELIMIT_CONFIG_TYPE_URL,
+    value: encodeRateLimitConfig(msg),
+    ...(requiredFeatures.length > 0 ? { requiredFeatures } : {}),
+  };
 }
 
 /** A RateLimitConfig resource from a ratelimit YAML document (already validated). */

@@ -10,6 +10,7 @@ import { EventEmitter } from 'node:events';
 import { readFileSync } from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
 import {
+  announcedFeatures,
   adsServiceDefinition,
   XDS_MAX_MESSAGE_BYTES,
   type WireDiscoveryRequest,
@@ -39,6 +40,11 @@ export interface StreamTypeState {
   readonly nackedVersions: ReadonlySet<string>;
   /** A response is out and neither ACKed nor NACKed yet. */
   readonly awaitingAck: boolean;
+  /**
+   * The snapshot version held back from this pod because it uses features the pod did not announce
+   * (it keeps the last version it could enforce), with those features; undefined when none is.
+   */
+  readonly withheld: { readonly version: string; readonly features: readonly string[] } | undefined;
 }
 
 /** One open ADS stream (one pod's connection). */
@@ -49,6 +55,8 @@ export interface StreamState {
   readonly peer: string;
   readonly connectedSince: Date;
   readonly types: ReadonlyMap<string, StreamTypeState>;
+  /** Features announced in node metadata (NODE_FEATURES_METADATA_KEY); empty for a reference pod. */
+  readonly features: ReadonlySet<string>;
 }
 
 export interface AckEvent {
@@ -79,6 +87,7 @@ export interface AdsServerEvents {
   nack: [NackEvent];
   response: [ResponseEvent];
   stale: [{ stream: StreamState; typeUrl: string; nonce: string }];
+  withheld: [{ stream: StreamState; typeUrl: string; version: string; features: readonly string[] }];
   /** A resource set larger than a client accepts: not sent (the client keeps its config). */
   oversize: [OversizeEvent];
 }
@@ -149,6 +158,15 @@ export interface AdsServerOptions {
 
 export const DEFAULT_LISTEN = '0.0.0.0:18000';
 
+/** Features some resource requires that the pod did not announce, sorted. */
+function missingFeatures(resources: readonly Resource[], announced: ReadonlySet<string>): string[] {
+  let missing: Set<string> | undefined;
+  for (const r of resources) {
+    for (const f of r.requiredFeatures ?? []) if (!announced.has(f)) (missing ??= new Set()).add(f);
+  }
+  return missing ? [...missing].sort() : [];
+}
+
 class TypeState implements StreamTypeState {
   versionSent: string | undefined;
   nonceSent: string | undefined;
@@ -157,6 +175,7 @@ class TypeState implements StreamTypeState {
   lastNack: { version: string; message: string; at: Date } | undefined;
   readonly nackedVersions = new Set<string>();
   awaitingAck = false;
+  withheld: { version: string; features: readonly string[] } | undefined;
   /** version_info of the client's last accepted request: what it runs now. */
   clientVersion = '';
   /** A version too large to send (reported once). */
@@ -166,6 +185,7 @@ class TypeState implements StreamTypeState {
 
 class OpenStream implements StreamState {
   nodeId = '';
+  features: ReadonlySet<string> = new Set();
   readonly connectedSince = new Date();
   readonly types = new Map<string, TypeState>();
   closed = false;
@@ -328,6 +348,7 @@ export class AdsServer extends EventEmitter<AdsServerEvents> {
         return;
       }
       s.nodeId = id;
+      s.features = announcedFeatures(req.node);
       this.log.info({ stream: s.id, node: id, peer: s.peer }, 'xDS stream opened');
       this.emit('connect', s);
     }
@@ -382,6 +403,21 @@ export class AdsServer extends EventEmitter<AdsServerEvents> {
     if (!snap) return;
     const set = snap.resourceSet(ts.typeUrl);
     if (set.version === ts.clientVersion || ts.nackedVersions.has(set.version)) return;
+    // Never send a config that uses a feature the pod did not announce: a reference pod would ignore
+    // the fields and enforce something else (a sliding window as a fixed one, rate_limits as nothing).
+    const missing = missingFeatures(set.resources, s.features);
+    if (missing.length > 0) {
+      if (ts.withheld?.version !== set.version) {
+        ts.withheld = { version: set.version, features: missing };
+        this.log.warn(
+          { stream: s.id, node: s.nodeId, version: set.version, features: missing },
+          'xDS version withheld: the pod does not announce features it uses',
+        );
+        this.emit('withheld', { stream: s, typeUrl: ts.typeUrl, version: set.version, features: missing });
+      }
+      return;
+    }
+    ts.withheld = undefined;
     if (ts.oversizeVersion === set.version) return;
     const bytes = responseSize(set.resources, set.version, ts.typeUrl);
     if (bytes > this.maxSendBytes) {

@@ -90,7 +90,7 @@ function convert(node: Json, pointer: string, ctx: Ctx): Json {
   const out: Json = {};
   if (node.description !== undefined) out.description = node.description;
   out.type = node.type;
-  for (const k of ['minimum', 'maximum', 'minLength', 'pattern', 'enum']) {
+  for (const k of ['minimum', 'maximum', 'minLength', 'pattern', 'enum', 'minItems', 'maxItems']) {
     if (node[k] !== undefined) out[k] = node[k];
   }
   if (node.type === 'integer') out.format = 'int64';

@@ -40,6 +40,9 @@ import { WorkQueue } from './workqueue.js';
 /** The queue key that rebuilds the snapshot; resource keys (`ns/name`) check that resource's status. */
 const SNAPSHOT_KEY = '@snapshot';
 
+/** The control plane's events that change what pods run or report: each one re-checks status. */
+export const POD_STATE_EVENTS = ['ack', 'nack', 'oversize', 'withheld', 'connect', 'disconnect'] as const;
+
 export interface LeaderView {
   readonly isLeader: boolean;
   readonly identity: string;
@@ -175,8 +178,7 @@ export class RateLimitOperatorController {
     });
     r.on('relist', ({ reason }) => this.log.info({ reason }, 'RateLimitConfig watch expired; relisting'));
     const ads = this.opts.ads;
-    for (const ev of ['ack', 'nack', 'oversize', 'connect', 'disconnect'] as const)
-      ads.on(ev, this.onStreamChange);
+    for (const ev of POD_STATE_EVENTS) ads.on(ev, this.onStreamChange);
     this.opts.peers?.on('change', this.onStreamChange);
     this.opts.leader?.on('started', () => {
       this.written.clear(); // another replica may have written since
@@ -191,7 +193,7 @@ export class RateLimitOperatorController {
 
   async close(): Promise<void> {
     if (this.resyncTimer) clearInterval(this.resyncTimer);
-    for (const ev of ['ack', 'nack', 'oversize', 'connect', 'disconnect'] as const) {
+    for (const ev of POD_STATE_EVENTS) {
       this.opts.ads.off(ev, this.onStreamChange);
     }
     this.opts.peers?.off('change', this.onStreamChange);

@@ -13,7 +13,7 @@ import {
   type Logger,
   type TlsFiles,
 } from '../control-plane/index.js';
-import { RateLimitOperatorController } from './controller.js';
+import { POD_STATE_EVENTS, RateLimitOperatorController } from './controller.js';
 import type { DomainPolicy } from './domain-policy.js';
 import { LeaderElector } from './leader.js';
 import { PodReports, reportStream } from './pod-report.js';
@@ -187,8 +187,7 @@ export class RateLimitOperator {
       this.metricsPort = await listen(this.metricsServer, this.opts.metricsListen);
     }
     this.controller.start();
-    for (const ev of ['ack', 'nack', 'oversize', 'connect', 'disconnect'] as const)
-      this.ads.on(ev, this.onStreamChange);
+    for (const ev of POD_STATE_EVENTS) this.ads.on(ev, this.onStreamChange);
     this.podReports?.start();
     this.podReporter?.start();
     this.leader?.start();
@@ -211,8 +210,7 @@ export class RateLimitOperator {
 
   private async shutDown(): Promise<void> {
     await this.leader?.close();
-    for (const ev of ['ack', 'nack', 'oversize', 'connect', 'disconnect'] as const)
-      this.ads.off(ev, this.onStreamChange);
+    for (const ev of POD_STATE_EVENTS) this.ads.off(ev, this.onStreamChange);
     await this.podReporter?.close();
     await this.podReports?.close();
     await this.controller.close();

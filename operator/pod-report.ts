@@ -32,7 +32,7 @@ export interface ReportedPod {
   readonly s: string;
   /** ACKed version (absent before the first ACK). */
   readonly a?: string;
-  /** Last NACK, when it is newer than the last ACK: version and message. */
+  /** Last NACK (newer than the last ACK), or the version withheld from the pod: version and message. */
   readonly k?: { readonly v: string; readonly m: string };
 }
 
@@ -51,12 +51,22 @@ export function reportStream(s: StreamState): ReportedPod {
   const ts = s.types.get(RATELIMIT_CONFIG_TYPE_URL);
   const nack = ts?.lastNack;
   const nackIsLatest = nack && (!ts?.ackedAt || nack.at >= ts.ackedAt);
+  // A version the control plane held back (features the pod does not announce) reads like a NACK.
+  const held = ts?.withheld;
+  const k = held
+    ? {
+        v: held.version,
+        m: `not sent to this pod: it does not announce ${held.features.join(', ')} (it keeps enforcing its previous version)`,
+      }
+    : nackIsLatest
+      ? { v: nack.version, m: nack.message }
+      : undefined;
   return {
     n: s.nodeId,
     p: s.peer,
     s: s.connectedSince.toISOString(),
     ...(ts?.versionAcked !== undefined ? { a: ts.versionAcked } : {}),
-    ...(nackIsLatest ? { k: { v: nack.version, m: nack.message } } : {}),
+    ...(k ? { k } : {}),
   };
 }
 

@@ -4,3 +4,5 @@ export * from './rls.js';
 export * from './xds.js';
 export * from './rls-codec.js';
 export * from './units.js';
+export * from './struct.js';
+export * from './features.js';

@@ -136,11 +136,23 @@ t.test('decode fills proto3 defaults and tolerates unknown enum numbers', async 
       {
         key: 'k',
         value: '',
-        rateLimit: { unit: 'UNKNOWN', requestsPerUnit: 0, unlimited: false, name: '', replaces: [] },
+        rateLimit: {
+          unit: 'UNKNOWN',
+          requestsPerUnit: 0,
+          unlimited: false,
+          name: '',
+          replaces: [],
+          algorithm: 'FIXED_WINDOW',
+          burst: 0,
+        },
         descriptors: [],
         shadowMode: false,
         detailedMetric: false,
         quotaMode: false,
+        valueToMetric: false,
+        shareThreshold: false,
+        metadata: null,
+        rateLimits: [],
       },
     ],
   });
@@ -201,8 +213,89 @@ t.test('document to message and back is the identity on what the wire carries', 
   t.same(
     fieldsLostOverXds({
       domain: 'd',
-      descriptors: [{ key: 'k', share_threshold: true, rate_limit: { unit: 'second', foo: 1 } }],
+      descriptors: [
+        {
+          key: 'k',
+          share_threshold: true,
+          rate_limit: { unit: 'second', foo: 1 },
+          rate_limits: [{ bar: 2 }],
+        },
+      ],
     }),
-    ['descriptors[0].share_threshold', 'descriptors[0].rate_limit.foo'],
+    ['descriptors[0].rate_limit.foo', 'descriptors[0].rate_limits[0].bar'],
   );
 });
+
+t.test(
+  'every field of the config model crosses xDS: algorithm, burst, rate_limits, metadata...',
+  async (t) => {
+    const doc = {
+      domain: 'edge',
+      descriptors: [
+        {
+          key: 'tenant',
+          value: 'free-*',
+          share_threshold: true,
+          value_to_metric: true,
+          metadata: { team: 'a', tier: 2, tags: ['x', true], nested: { k: null } },
+          rate_limit: { unit: 'minute', requests_per_unit: 60, algorithm: 'sliding_window' },
+        },
+        {
+          key: 'client',
+          rate_limit: { unit: 'second', requests_per_unit: 10, algorithm: 'token_bucket', burst: 20 },
+        },
+        {
+          key: 'user',
+          rate_limits: [
+            { unit: 'second', requests_per_unit: 5, algorithm: 'token_bucket' },
+            { unit: 'day', requests_per_unit: 1000 },
+          ],
+        },
+      ],
+    };
+    t.same(fieldsLostOverXds(doc), [], 'nothing is lost');
+    const bytes = encodeRateLimitConfig(documentToRateLimitConfig('r', doc));
+    const back = rateLimitConfigToDocument(decodeRateLimitConfig(bytes));
+    t.same(back, {
+      domain: 'edge',
+      descriptors: [
+        {
+          key: 'tenant',
+          value: 'free-*',
+          rate_limit: { requests_per_unit: 60, unit: 'minute', algorithm: 'sliding_window' },
+          value_to_metric: true,
+          share_threshold: true,
+          metadata: { team: 'a', tier: 2, tags: ['x', true], nested: { k: null } },
+        },
+        {
+          key: 'client',
+          rate_limit: { requests_per_unit: 10, unit: 'second', algorithm: 'token_bucket', burst: 20 },
+        },
+        {
+          key: 'user',
+          rate_limits: [
+            { requests_per_unit: 5, unit: 'second', algorithm: 'token_bucket' },
+            { requests_per_unit: 1000, unit: 'day' },
+          ],
+        },
+      ],
+    });
+
+    // A reference decoder (published field numbers only) skips our fields: it would enforce a
+    // sliding window as a fixed one and drop rate_limits, which is why pods announce features.
+    const published = publishedRoot().lookupType('ratelimit.config.ratelimit.v3.RateLimitConfig');
+    const seen = published.toObject(published.decode(bytes)) as { descriptors: Record<string, unknown>[] };
+    t.same(seen.descriptors[2], { key: 'user' }, 'the reference sees no limit at all on the list form');
+
+    // An algorithm number this build does not know is refused by the validator, never a fixed window.
+    const unknown = decodeRateLimitConfig(
+      encodeRateLimitConfig({
+        domain: 'd',
+        descriptors: [{ key: 'k', rateLimit: { unit: 'SECOND', algorithm: 7 as never } }],
+      }),
+    );
+    t.match(rateLimitConfigToDocument(unknown), {
+      descriptors: [{ rate_limit: { algorithm: 'unknown_7' } }],
+    });
+  },
+);

@@ -7,6 +7,7 @@ import { dirname, join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import protobuf from 'protobufjs';
 import { loadPackageDefinition, PROTO_INCLUDE_DIRS } from './loader.js';
+import { fromStruct, toStruct, type StructValue } from './struct.js';
 import { RATELIMIT_UNIT_NAMES, RATELIMIT_UNIT_NUMBER, type RateLimitUnitName } from './units.js';
 
 /**
@@ -30,12 +31,19 @@ export const ADS_STREAM_METHOD = 'StreamAggregatedResources';
 export interface RateLimitReplaceMessage {
   name: string;
 }
+/** RateLimitAlgorithm names (ours; the YAML form is the lowercase name). */
+export type RateLimitAlgorithmName = 'FIXED_WINDOW' | 'SLIDING_WINDOW' | 'TOKEN_BUCKET';
+const ALGORITHM_NAMES: readonly RateLimitAlgorithmName[] = ['FIXED_WINDOW', 'SLIDING_WINDOW', 'TOKEN_BUCKET'];
+
 export interface RateLimitPolicyMessage {
   unit: RateLimitUnitName;
   requestsPerUnit: number;
   unlimited: boolean;
   name: string;
   replaces: RateLimitReplaceMessage[];
+  algorithm: RateLimitAlgorithmName;
+  /** 0: not set. */
+  burst: number;
 }
 export interface RateLimitDescriptorMessage {
   key: string;
@@ -45,6 +53,11 @@ export interface RateLimitDescriptorMessage {
   shadowMode: boolean;
   detailedMetric: boolean;
   quotaMode: boolean;
+  valueToMetric: boolean;
+  shareThreshold: boolean;
+  /** google.protobuf.Struct in object form; null when absent. */
+  metadata: { fields?: Record<string, StructValue> } | null;
+  rateLimits: RateLimitPolicyMessage[];
 }
 export interface RateLimitConfigMessage {
   name: string;
@@ -53,20 +66,27 @@ export interface RateLimitConfigMessage {
 }
 
 /** What encodeRateLimitConfig accepts: every field optional, as in a protobuf builder. */
+export interface RateLimitPolicyInit {
+  unit?: RateLimitUnitName;
+  requestsPerUnit?: number;
+  unlimited?: boolean;
+  name?: string;
+  replaces?: { name?: string }[];
+  algorithm?: RateLimitAlgorithmName;
+  burst?: number;
+}
 export interface RateLimitDescriptorInit {
   key?: string;
   value?: string;
-  rateLimit?: {
-    unit?: RateLimitUnitName;
-    requestsPerUnit?: number;
-    unlimited?: boolean;
-    name?: string;
-    replaces?: { name?: string }[];
-  } | null;
+  rateLimit?: RateLimitPolicyInit | null;
   descriptors?: RateLimitDescriptorInit[];
   shadowMode?: boolean;
   detailedMetric?: boolean;
   quotaMode?: boolean;
+  valueToMetric?: boolean;
+  shareThreshold?: boolean;
+  metadata?: { fields?: Record<string, StructValue> } | null;
+  rateLimits?: RateLimitPolicyInit[];
 }
 export interface RateLimitConfigInit {
   name?: string;
@@ -126,24 +146,41 @@ function unitName(u: unknown): RateLimitUnitName {
   return 'UNKNOWN';
 }
 
+function algorithmName(a: unknown): RateLimitAlgorithmName {
+  if (typeof a === 'string' && (ALGORITHM_NAMES as readonly string[]).includes(a)) {
+    return a as RateLimitAlgorithmName;
+  }
+  if (typeof a === 'number' && ALGORITHM_NAMES[a] !== undefined) return ALGORITHM_NAMES[a];
+  // A number this build does not know must not become a fixed window: the validator refuses it.
+  return `UNKNOWN_${String(a)}` as RateLimitAlgorithmName;
+}
+
+function normalizePolicy(rl: Record<string, any>): RateLimitPolicyMessage {
+  return {
+    unit: unitName(rl.unit),
+    requestsPerUnit: rl.requestsPerUnit ?? 0,
+    unlimited: rl.unlimited ?? false,
+    name: rl.name ?? '',
+    replaces: ((rl.replaces ?? []) as Record<string, any>[]).map((r) => ({ name: r.name ?? '' })),
+    algorithm: algorithmName(rl.algorithm ?? 0),
+    burst: rl.burst ?? 0,
+  };
+}
+
 function normalizeDescriptor(d: Record<string, any>): RateLimitDescriptorMessage {
   const rl = d.rateLimit as Record<string, any> | null | undefined;
   return {
     key: d.key ?? '',
     value: d.value ?? '',
-    rateLimit: rl
-      ? {
-          unit: unitName(rl.unit),
-          requestsPerUnit: rl.requestsPerUnit ?? 0,
-          unlimited: rl.unlimited ?? false,
-          name: rl.name ?? '',
-          replaces: ((rl.replaces ?? []) as Record<string, any>[]).map((r) => ({ name: r.name ?? '' })),
-        }
-      : null,
+    rateLimit: rl ? normalizePolicy(rl) : null,
     descriptors: ((d.descriptors ?? []) as Record<string, any>[]).map(normalizeDescriptor),
     shadowMode: d.shadowMode ?? false,
     detailedMetric: d.detailedMetric ?? false,
     quotaMode: d.quotaMode ?? false,
+    valueToMetric: d.valueToMetric ?? false,
+    shareThreshold: d.shareThreshold ?? false,
+    metadata: (d.metadata as RateLimitDescriptorMessage['metadata']) ?? null,
+    rateLimits: ((d.rateLimits ?? []) as Record<string, any>[]).map(normalizePolicy),
   };
 }
 
@@ -165,21 +202,29 @@ export function rateLimitConfigToDocument(msg: RateLimitConfigMessage): Record<s
   return { domain: msg.domain, descriptors: msg.descriptors.map(descriptorToDocument) };
 }
 
+function policyToDocument(p: RateLimitPolicyMessage): Record<string, unknown> {
+  const rl: Record<string, unknown> = { requests_per_unit: p.requestsPerUnit };
+  if (p.unit !== 'UNKNOWN') rl.unit = p.unit.toLowerCase();
+  if (p.unlimited) rl.unlimited = true;
+  if (p.name !== '') rl.name = p.name;
+  if (p.replaces.length > 0) rl.replaces = p.replaces.map((r) => ({ name: r.name }));
+  if (p.algorithm !== 'FIXED_WINDOW') rl.algorithm = p.algorithm.toLowerCase();
+  if (p.burst !== 0) rl.burst = p.burst;
+  return rl;
+}
+
 function descriptorToDocument(d: RateLimitDescriptorMessage): Record<string, unknown> {
   const out: Record<string, unknown> = { key: d.key };
   if (d.value !== '') out.value = d.value;
-  if (d.rateLimit) {
-    const rl: Record<string, unknown> = { requests_per_unit: d.rateLimit.requestsPerUnit };
-    if (d.rateLimit.unit !== 'UNKNOWN') rl.unit = d.rateLimit.unit.toLowerCase();
-    if (d.rateLimit.unlimited) rl.unlimited = true;
-    if (d.rateLimit.name !== '') rl.name = d.rateLimit.name;
-    if (d.rateLimit.replaces.length > 0) rl.replaces = d.rateLimit.replaces.map((r) => ({ name: r.name }));
-    out.rate_limit = rl;
-  }
+  if (d.rateLimit) out.rate_limit = policyToDocument(d.rateLimit);
+  if (d.rateLimits.length > 0) out.rate_limits = d.rateLimits.map(policyToDocument);
   if (d.descriptors.length > 0) out.descriptors = d.descriptors.map(descriptorToDocument);
   if (d.shadowMode) out.shadow_mode = true;
   if (d.detailedMetric) out.detailed_metric = true;
   if (d.quotaMode) out.quota_mode = true;
+  if (d.valueToMetric) out.value_to_metric = true;
+  if (d.shareThreshold) out.share_threshold = true;
+  if (d.metadata && Object.keys(d.metadata.fields ?? {}).length > 0) out.metadata = fromStruct(d.metadata);
   return out;
 }
 
@@ -205,6 +250,12 @@ export function fieldsLostOverXds(doc: unknown): string[] {
           if (!POLICY_FIELDS.has(k)) lost.push(`${p}.rate_limit.${k}`);
         }
       }
+      if (Array.isArray(d.rate_limits)) {
+        d.rate_limits.forEach((l: unknown, j: number) => {
+          if (!isObject(l)) return;
+          for (const k of Object.keys(l)) if (!POLICY_FIELDS.has(k)) lost.push(`${p}.rate_limits[${j}].${k}`);
+        });
+      }
       walk(d.descriptors, `${p}.descriptors`);
     });
   };
@@ -220,8 +271,20 @@ const DESCRIPTOR_FIELDS = new Set([
   'shadow_mode',
   'detailed_metric',
   'quota_mode',
+  'value_to_metric',
+  'share_threshold',
+  'metadata',
+  'rate_limits',
 ]);
-const POLICY_FIELDS = new Set(['unit', 'requests_per_unit', 'unlimited', 'name', 'replaces']);
+const POLICY_FIELDS = new Set([
+  'unit',
+  'requests_per_unit',
+  'unlimited',
+  'name',
+  'replaces',
+  'algorithm',
+  'burst',
+]);
 
 function isObject(v: unknown): v is Record<string, any> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -236,26 +299,12 @@ export function documentToRateLimitConfig(name: string, doc: unknown): RateLimit
     return list.map((d, i) => {
       const p = `${path}[${i}]`;
       if (!isObject(d)) throw new Error(`${name}: ${p} is not a mapping`);
-      let rateLimit: RateLimitPolicyMessage | null = null;
-      if (isObject(d.rate_limit)) {
-        const rl = d.rate_limit;
-        let unit: RateLimitUnitName = 'UNKNOWN';
-        if (rl.unit !== undefined && rl.unit !== null && rl.unit !== '') {
-          const u = String(rl.unit).toUpperCase();
-          if (!(u in RATELIMIT_UNIT_NUMBER))
-            throw new Error(`${name}: ${p}.rate_limit.unit: invalid unit ${rl.unit}`);
-          unit = u as RateLimitUnitName;
-        }
-        rateLimit = {
-          unit,
-          requestsPerUnit: Number(rl.requests_per_unit ?? 0),
-          unlimited: rl.unlimited === true,
-          name: rl.name === undefined || rl.name === null ? '' : String(rl.name),
-          replaces: Array.isArray(rl.replaces)
-            ? rl.replaces.map((r: unknown) => ({ name: isObject(r) && r.name != null ? String(r.name) : '' }))
-            : [],
-        };
-      }
+      const rateLimit = isObject(d.rate_limit) ? policyFromDocument(d.rate_limit, `${p}.rate_limit`) : null;
+      const rateLimits = Array.isArray(d.rate_limits)
+        ? d.rate_limits.map((l: unknown, j: number) =>
+            policyFromDocument(isObject(l) ? l : {}, `${p}.rate_limits[${j}]`),
+          )
+        : [];
       return {
         key: d.key == null ? '' : String(d.key),
         value: d.value == null ? '' : String(d.value),
@@ -264,8 +313,39 @@ export function documentToRateLimitConfig(name: string, doc: unknown): RateLimit
         shadowMode: d.shadow_mode === true,
         detailedMetric: d.detailed_metric === true,
         quotaMode: d.quota_mode === true,
+        valueToMetric: d.value_to_metric === true,
+        shareThreshold: d.share_threshold === true,
+        metadata: isObject(d.metadata) ? toStruct(d.metadata) : null,
+        rateLimits,
       };
     });
+  };
+  const policyFromDocument = (rl: Record<string, any>, path: string): RateLimitPolicyMessage => {
+    let unit: RateLimitUnitName = 'UNKNOWN';
+    if (rl.unit !== undefined && rl.unit !== null && rl.unit !== '') {
+      const u = String(rl.unit).toUpperCase();
+      if (!(u in RATELIMIT_UNIT_NUMBER)) throw new Error(`${name}: ${path}.unit: invalid unit ${rl.unit}`);
+      unit = u as RateLimitUnitName;
+    }
+    let algorithm: RateLimitAlgorithmName = 'FIXED_WINDOW';
+    if (rl.algorithm !== undefined && rl.algorithm !== null) {
+      const a = String(rl.algorithm).toUpperCase();
+      if (!(ALGORITHM_NAMES as readonly string[]).includes(a)) {
+        throw new Error(`${name}: ${path}.algorithm: invalid algorithm ${rl.algorithm}`);
+      }
+      algorithm = a as RateLimitAlgorithmName;
+    }
+    return {
+      unit,
+      requestsPerUnit: Number(rl.requests_per_unit ?? 0),
+      unlimited: rl.unlimited === true,
+      name: rl.name === undefined || rl.name === null ? '' : String(rl.name),
+      replaces: Array.isArray(rl.replaces)
+        ? rl.replaces.map((r: unknown) => ({ name: isObject(r) && r.name != null ? String(r.name) : '' }))
+        : [],
+      algorithm,
+      burst: Number(rl.burst ?? 0),
+    };
   };
   return {
     name,

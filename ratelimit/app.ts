@@ -1,7 +1,8 @@
 // Wires the service from one Settings object: store -> limiter -> service -> config source -> listeners.
 // No globals: tests build the real thing with other settings (ports 0, memory store, a temp dir).
 import type { Logger } from 'pino';
-import type { RateLimitConfig } from './config/index.js';
+import { ConfigError, type ConfigFeature, type RateLimitConfig } from './config/index.js';
+import { RATELIMIT_FEATURES } from '../proto/index.js';
 import {
   CacheError,
   CoalescingCounterStore,
@@ -49,6 +50,8 @@ export class RateLimitApp {
   readonly tracing?: RateLimitTracing;
   readonly health = new HealthChecker();
   readonly store: CounterStore;
+  /** The store the limiter counts in (store, decorated). */
+  private readonly limiterStore: CounterStore;
   readonly service: RateLimitService;
   grpc?: RateLimitGrpcServer;
   http?: RateLimitHttpServer;
@@ -71,8 +74,11 @@ export class RateLimitApp {
     this.tracing = createTracing(s.tracing, { logger: this.logger });
     // Concurrent hits on one key share one INCRBY (exact per-caller counts); off: one op per request.
     const counting = s.coalesceIncrements ? new CoalescingCounterStore(this.store) : this.store;
+    this.limiterStore = this.tracing
+      ? this.tracing.wrapStore(counting, cacheSpanName(s.backendType))
+      : counting;
     const limiter = new FixedWindowLimiter({
-      store: this.tracing ? this.tracing.wrapStore(counting, cacheSpanName(s.backendType)) : counting,
+      store: this.limiterStore,
       stats: this.stats,
       cacheKeyPrefix: s.cacheKeyPrefix,
       nearLimitRatio: s.nearLimitRatio,
@@ -145,10 +151,32 @@ export class RateLimitApp {
       this.logger.error(`error loading new configuration: ${update.error.message}`);
       return;
     }
-    this.setConfig(update.config);
+    try {
+      this.setConfig(update.config);
+    } catch (err) {
+      this.applyConfig({ error: err as Error });
+    }
+  }
+
+  /**
+   * Serves a compiled configuration. Throws a ConfigError (the last good one keeps serving) when the
+   * backend cannot count what it uses exactly: memcache has no atomic multi-key script, so it would
+   * enforce a sliding window or a token bucket as something else.
+   */
+  /** The config features this pod enforces (announced over xDS): none on a store without evaluate. */
+  supportedFeatures(): readonly ConfigFeature[] {
+    return this.limiterStore.evaluate ? RATELIMIT_FEATURES : [];
   }
 
   setConfig(config: RateLimitConfig): void {
+    if (config.features.size > 0 && !this.limiterStore.evaluate) {
+      const used = [...config.features].sort().join(', ');
+      throw new ConfigError(
+        'configuration',
+        config.features.has('rate_limits') ? 'rate_limits' : 'rate_limit.algorithm',
+        `BACKEND_TYPE=${this.settings.backendType} cannot count ${used} exactly (no atomic per-descriptor script); use redis or memory`,
+      );
+    }
     this.service.setConfig(config);
     this.stats.service.configLoadSuccess.inc();
     if (this.settings.healthyWithAtLeastOneConfigLoaded) {

@@ -4,6 +4,7 @@
 import type { ConfigSource, RateLimitApp } from './app.js';
 import { compileConfig } from './config/index.js';
 import { XdsConfigClient } from './xds/index.js';
+import { NODE_FEATURES_METADATA_KEY } from '../proto/index.js';
 
 export async function createXdsSource(app: RateLimitApp): Promise<ConfigSource> {
   const s = app.settings;
@@ -11,7 +12,8 @@ export async function createXdsSource(app: RateLimitApp): Promise<ConfigSource> 
   const log = app.logger.child({ component: 'xds' });
   const client = new XdsConfigClient({
     nodeId: x.nodeId,
-    nodeMetadata: x.nodeMetadata,
+    // What this pod enforces beyond the reference's fields; the control plane sends nothing else.
+    nodeMetadata: { ...x.nodeMetadata, [NODE_FEATURES_METADATA_KEY]: app.supportedFeatures().join(',') },
     serverUrl: x.serverUrl,
     connectRetryInterval: x.connectRetryIntervalMs,
     useTls: x.useTls,

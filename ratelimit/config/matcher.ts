@@ -6,6 +6,7 @@
 // with startsWith/endsWith/indexOf: a glob of `*` alone needs no backtracking, so no regex.
 import { ConfigError } from './errors.js';
 import type {
+  ConfigFeature,
   DescriptorEntry,
   LimitMatch,
   RateLimitConfig,
@@ -13,7 +14,8 @@ import type {
   RequestDescriptor,
   Unit,
 } from './types.js';
-import { UNIT_SECONDS, parseUnit } from './units.js';
+import { UNIT_SECONDS } from './units.js';
+import { NO_REPLACES, compileRule } from './rules.js';
 import { compositeKey, type ConfigDoc, type DescriptorDoc } from './validate.js';
 
 interface MatchNode {
@@ -106,37 +108,19 @@ function wildcardMatches(s: string, w: WildcardPattern): boolean {
   return true;
 }
 
-const NO_REPLACES: readonly string[] = Object.freeze([]);
-
-function compileRule(
-  entry: DescriptorDoc,
-  statKey: string,
-): { rule: RateLimitRule; dumpLine: string } | undefined {
-  const rl = entry.rate_limit;
-  if (rl === undefined) return undefined;
-  const unlimited = rl.unlimited === true;
-  const parsed = rl.unit === undefined ? undefined : parseUnit(rl.unit);
-  // Validation guarantees a unit unless unlimited. An unlimited rule never reaches the limiter; its
-  // unit is a placeholder and unitSeconds 0 (the reference keeps UNKNOWN there).
-  const unit: Unit = parsed ?? 'SECOND';
-  const requestsPerUnit = rl.requests_per_unit ?? 0;
-  const shadowMode = entry.shadow_mode === true;
-  const replaces = rl.replaces === undefined ? NO_REPLACES : Object.freeze(rl.replaces.map((r) => r.name));
-  const rule: RateLimitRule = Object.freeze({
-    requestsPerUnit,
-    unit,
-    unitSeconds: parsed === undefined ? 0 : UNIT_SECONDS[parsed],
-    name: rl.name ?? '',
-    unlimited,
-    shadowMode,
-    quotaMode: entry.quota_mode === true,
-    ...(entry.failure_mode === undefined ? {} : { failureMode: entry.failure_mode }),
-    replaces,
-    statKey,
-    ...(entry.metadata === undefined ? {} : { metadata: Object.freeze({ ...entry.metadata }) }),
-  });
-  const dumpLine = `${statKey}: unit=${parsed ?? 'UNKNOWN'} requests_per_unit=${requestsPerUnit}, shadow_mode: ${shadowMode}\n`;
-  return { rule, dumpLine };
+/** The features of the rules in a compiled tree (for negotiation and backend checks). */
+function collectFeatures(level: MatchLevel, out: Set<ConfigFeature>): void {
+  for (const node of level.ordered) {
+    const rule = node.rule;
+    if (rule !== undefined) {
+      if (rule.limits.length > 1) out.add('rate_limits');
+      for (const l of rule.limits) {
+        if (l.algorithm === 'sliding_window') out.add('sliding_window');
+        else if (l.algorithm === 'token_bucket') out.add('token_bucket');
+      }
+    }
+    if (node.children !== undefined) collectFeatures(node.children, out);
+  }
 }
 
 /** Loads entries into a level, as the reference's loadDescriptors (also used to merge a domain). */
@@ -198,11 +182,15 @@ function dumpLevel(level: MatchLevel, out: string[]): void {
 
 export class CompiledRateLimitConfig implements RateLimitConfig {
   readonly domains: readonly string[];
+  readonly features: ReadonlySet<ConfigFeature>;
   private readonly roots: ReadonlyMap<string, MatchLevel>;
 
   constructor(roots: Map<string, MatchLevel>) {
     this.roots = roots;
     this.domains = Object.freeze([...roots.keys()]);
+    const features = new Set<ConfigFeature>();
+    for (const level of roots.values()) collectFeatures(level, features);
+    this.features = features;
   }
 
   hasDomain(domain: string): boolean {
@@ -344,6 +332,10 @@ function overrideMatch(
     quotaMode: false,
     replaces: NO_REPLACES,
     statKey,
+    limits: [
+      { algorithm: 'fixed_window', requestsPerUnit, unit, unitSeconds: UNIT_SECONDS[unit] ?? 0, burst: 0 },
+    ],
+    scripted: false,
   };
   return { rule, statKey, keyEntries: entries };
 }

@@ -12,6 +12,8 @@ const ALLOWED = new Set([
   'maximum',
   'minLength',
   'maxLength',
+  'minItems',
+  'maxItems',
   'pattern',
   'description',
   'additionalProperties',

@@ -23,6 +23,12 @@ export const UNIT_PATTERN = caseInsensitiveAlternation(UNITS);
 
 export const MAX_UINT32 = 4294967295;
 
+/** rate_limit.algorithm values; fixed_window is the default. */
+export const ALGORITHMS = ['fixed_window', 'sliding_window', 'token_bucket'] as const;
+
+/** Bound of the rate_limits list: every limit costs keys and script work on each hit. */
+export const MAX_LIMITS_PER_DESCRIPTOR = 8;
+
 export const configSchema = {
   $schema: 'http://json-schema.org/draft-07/schema#',
   $id: 'https://github.com/envoyproxy/ratelimit/config.schema.json',
@@ -59,6 +65,13 @@ export const configSchema = {
             "Rule value. When present the entry matches only that value. A trailing '*' makes it a prefix wildcard: 'value*' matches 'value_1'.",
         },
         rate_limit: { $ref: '#/definitions/rateLimit' },
+        rate_limits: {
+          type: 'array',
+          minItems: 1,
+          maxItems: MAX_LIMITS_PER_DESCRIPTOR,
+          description: `Several limits on this entry (instead of rate_limit), each with its own unit and algorithm; a hit is admitted only when every limit admits it, and a rejected hit is counted against none of them. At most ${MAX_LIMITS_PER_DESCRIPTOR}.`,
+          items: { $ref: '#/definitions/limit' },
+        },
         shadow_mode: {
           type: 'boolean',
           description: 'When true the rule is evaluated and counted as usual but its result is always OK.',
@@ -121,11 +134,56 @@ export const configSchema = {
           type: 'boolean',
           description: 'When true the descriptor has no limit and is answered locally. Excludes unit.',
         },
+        algorithm: {
+          type: 'string',
+          enum: ALGORITHMS,
+          description:
+            'fixed_window (default: epoch-aligned windows, the reference behaviour), sliding_window (weighted estimate over the current and previous window) or token_bucket (GCRA).',
+        },
+        burst: {
+          type: 'integer',
+          minimum: 1,
+          maximum: MAX_UINT32,
+          description:
+            'token_bucket only: hits admitted at once from a full bucket (default requests_per_unit); the bucket refills at requests_per_unit per unit.',
+        },
         name: { type: 'string', description: 'Name by which another rule can replace this one.' },
         replaces: {
           type: 'array',
           description: 'Rules this rule replaces when a request matches both.',
           items: { $ref: '#/definitions/replaces' },
+        },
+      },
+    },
+    limit: {
+      type: 'object',
+      description: 'One of several limits of an entry (rate_limits).',
+      additionalProperties: false,
+      required: ['unit'],
+      properties: {
+        requests_per_unit: {
+          type: 'integer',
+          minimum: 0,
+          maximum: MAX_UINT32,
+          description: 'Allowed requests per unit (unsigned 32-bit). 0 blocks every request.',
+        },
+        unit: {
+          type: 'string',
+          pattern: UNIT_PATTERN,
+          description: `Window: ${UNITS.map((u) => u.toLowerCase()).join(', ')} (case-insensitive).`,
+        },
+        algorithm: {
+          type: 'string',
+          enum: ALGORITHMS,
+          description:
+            'fixed_window (default: epoch-aligned windows, the reference behaviour), sliding_window (weighted estimate over the current and previous window) or token_bucket (GCRA).',
+        },
+        burst: {
+          type: 'integer',
+          minimum: 1,
+          maximum: MAX_UINT32,
+          description:
+            'token_bucket only: hits admitted at once from a full bucket (default requests_per_unit); the bucket refills at requests_per_unit per unit.',
         },
       },
     },
@@ -167,6 +225,26 @@ export const crossFieldRules: readonly CrossFieldRule[] = [
     path: '/definitions/rateLimit',
     rule: '!has(self.replaces) || !has(self.name) || self.replaces.all(r, r.name != self.name)',
     message: 'replaces should not contain name of same descriptor',
+  },
+  {
+    path: '/definitions/rateLimit',
+    rule: "!has(self.burst) || (has(self.algorithm) && self.algorithm == 'token_bucket')",
+    message: 'burst is only valid with algorithm token_bucket',
+  },
+  {
+    path: '/definitions/rateLimit',
+    rule: '!(has(self.unlimited) && self.unlimited) || !has(self.algorithm)',
+    message: 'should not specify algorithm when unlimited',
+  },
+  {
+    path: '/definitions/limit',
+    rule: "!has(self.burst) || (has(self.algorithm) && self.algorithm == 'token_bucket')",
+    message: 'burst is only valid with algorithm token_bucket',
+  },
+  {
+    path: '/definitions/descriptor',
+    rule: '!has(self.rate_limit) || !has(self.rate_limits)',
+    message: 'rate_limit and rate_limits are exclusive',
   },
   {
     path: '/definitions/descriptor',

@@ -1,5 +1,6 @@
 // The compiled configuration model shared by every door (YAML files, xDS, custom resources).
 // Everything here is immutable once built; a reload builds a new object and swaps it in.
+import type { RateLimitFeature } from '../../proto/index.js';
 
 /** Units as in envoy.service.ratelimit.v3.RateLimitResponse.RateLimit.Unit (wire numbers in UNIT_NUMBER). */
 export type Unit = 'SECOND' | 'MINUTE' | 'HOUR' | 'DAY' | 'WEEK' | 'MONTH' | 'YEAR';
@@ -20,6 +21,25 @@ export interface RequestDescriptor {
   readonly entries: readonly DescriptorEntry[];
   readonly limit?: LimitOverride | null;
 }
+
+/** How a limit counts (rate_limit.algorithm). */
+export type Algorithm = 'fixed_window' | 'sliding_window' | 'token_bucket';
+
+/** One limit of a rule: the rule's own (single form) or one item of `rate_limits`. */
+export interface LimitSpec {
+  readonly algorithm: Algorithm;
+  readonly requestsPerUnit: number;
+  readonly unit: Unit;
+  readonly unitSeconds: number;
+  /** token_bucket: hits admitted at once from a full bucket (default requestsPerUnit); otherwise 0. */
+  readonly burst: number;
+}
+
+/**
+ * Config features a pod must support to enforce a configuration (announced in xDS node metadata;
+ * refused at load by a backend that cannot count them exactly).
+ */
+export type ConfigFeature = RateLimitFeature;
 
 /** What a decision does when its counter cannot be counted (see ratelimit/limiter/failure-mode.ts). */
 export const FAILURE_MODES = ['error', 'allow', 'deny', 'local'] as const;
@@ -44,6 +64,16 @@ export interface RateLimitRule {
   readonly statKey: string;
   /** Free-form `metadata` of the descriptor entry, returned as dynamic metadata. */
   readonly metadata?: Readonly<Record<string, unknown>>;
+  /**
+   * Every limit of the rule, decided together (empty for unlimited rules). The single form gives one
+   * limit equal to the fields above; with `rate_limits` the fields above mirror limits[0].
+   */
+  readonly limits: readonly LimitSpec[];
+  /**
+   * True when the rule is counted by the per-descriptor script (any algorithm other than a single
+   * fixed window, or several limits); false keeps the reference's INCRBY/EXPIRE keys and commands.
+   */
+  readonly scripted: boolean;
 }
 
 /** What the matcher returns for one request descriptor. */
@@ -65,6 +95,8 @@ export interface RateLimitConfig {
   /** The reference's GetLimit: undefined when nothing matches (the descriptor is then answered OK). */
   getLimit(domain: string, descriptor: RequestDescriptor): LimitMatch | undefined;
   hasDomain(domain: string): boolean;
+  /** Features this configuration uses beyond the reference's single fixed-window limit. */
+  readonly features: ReadonlySet<ConfigFeature>;
   /** Human-readable dump for the debug server's /rlconfig, one line per rule as the reference prints it. */
   dump(): string;
 }

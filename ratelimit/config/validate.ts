@@ -4,16 +4,21 @@
 import { Ajv, type ErrorObject } from 'ajv';
 import { DESCRIPTOR_DEPTH_MESSAGE, descriptorTooDeep } from './depth.js';
 import { ConfigError } from './errors.js';
-import { configSchema } from './schema.js';
+import { ALGORITHMS, MAX_LIMITS_PER_DESCRIPTOR, configSchema } from './schema.js';
 import { parseUnit } from './units.js';
 
 /** The typed shape of a document that passed validation (null fields already removed). */
 export interface ReplacesDoc {
   readonly name: string;
 }
-export interface RateLimitDoc {
+export type AlgorithmName = (typeof ALGORITHMS)[number];
+export interface LimitDoc {
   readonly requests_per_unit?: number;
   readonly unit?: string;
+  readonly algorithm?: AlgorithmName;
+  readonly burst?: number;
+}
+export interface RateLimitDoc extends LimitDoc {
   readonly unlimited?: boolean;
   readonly name?: string;
   readonly replaces?: readonly ReplacesDoc[];
@@ -22,6 +27,7 @@ export interface DescriptorDoc {
   readonly key: string;
   readonly value?: string;
   readonly rate_limit?: RateLimitDoc;
+  readonly rate_limits?: readonly LimitDoc[];
   readonly shadow_mode?: boolean;
   readonly detailed_metric?: boolean;
   readonly value_to_metric?: boolean;
@@ -146,8 +152,25 @@ function schemaErrorToConfigError(name: string, doc: unknown, e: ErrorObject): C
         `config error, '${last}' must be ${TYPE_NAMES[expected] ?? expected}`,
       );
     }
+    case 'enum':
+      // Only algorithm carries an enum.
+      return new ConfigError(
+        name,
+        field,
+        `invalid rate limit algorithm '${goValue(valueAt(doc, e.instancePath))}', must be one of: ${ALGORITHMS.join(', ')}`,
+      );
+    case 'minItems':
+    case 'maxItems':
+      return new ConfigError(
+        name,
+        field,
+        `config error, '${last}' must hold 1 to ${MAX_LIMITS_PER_DESCRIPTOR} limits`,
+      );
     case 'minimum':
     case 'maximum':
+      if (last === 'burst' && e.keyword === 'minimum') {
+        return new ConfigError(name, field, "config error, 'burst' must be at least 1");
+      }
       return new ConfigError(name, field, `config error, '${last}' must be an unsigned 32-bit integer`);
     default:
       return new ConfigError(name, field, `config error, ${e.message ?? e.keyword}`);
@@ -190,6 +213,8 @@ function checkDescriptors(
     }
     seen.add(finalKey);
 
+    checkLimits(name, entry, at, errors);
+
     const rl = entry.rate_limit;
     if (isObject(rl)) {
       const unlimited = rl.unlimited === true;
@@ -227,6 +252,50 @@ function checkDescriptors(
     }
 
     checkDescriptors(name, entry.descriptors, `${at}.descriptors`, `${parentKey}${finalKey}.`, errors);
+  });
+}
+
+/** The algorithm rules of rate_limit / rate_limits (schema.ts crossFieldRules, plus duplicates). */
+function checkLimits(name: string, entry: Record<string, unknown>, at: string, errors: ConfigError[]): void {
+  const rl = entry.rate_limit;
+  const list = entry.rate_limits;
+  if (rl !== undefined && list !== undefined) {
+    errors.push(new ConfigError(name, `${at}.rate_limits`, 'rate_limit and rate_limits are exclusive'));
+  }
+  const checkBurst = (l: unknown, field: string): void => {
+    if (isObject(l) && l.burst !== undefined && l.algorithm !== 'token_bucket') {
+      errors.push(new ConfigError(name, `${field}.burst`, 'burst is only valid with algorithm token_bucket'));
+    }
+  };
+  if (isObject(rl)) {
+    checkBurst(rl, `${at}.rate_limit`);
+    if (rl.unlimited === true && rl.algorithm !== undefined) {
+      errors.push(
+        new ConfigError(name, `${at}.rate_limit.algorithm`, 'should not specify algorithm when unlimited'),
+      );
+    }
+  }
+  if (!Array.isArray(list)) return;
+  // Each limit of a descriptor keeps its state under (algorithm, unit): two limits with the same pair
+  // would share it. (Not a CEL rule: quadratic, and the operator's validator refuses it anyway.)
+  const seen = new Set<string>();
+  list.forEach((l, j) => {
+    const field = `${at}.rate_limits[${j}]`;
+    checkBurst(l, field);
+    if (!isObject(l) || typeof l.unit !== 'string') return;
+    const unit = parseUnit(l.unit);
+    if (unit === undefined) return;
+    const pair = `${typeof l.algorithm === 'string' ? l.algorithm : 'fixed_window'} ${unit.toLowerCase()}`;
+    if (seen.has(pair)) {
+      errors.push(
+        new ConfigError(
+          name,
+          field,
+          `duplicate limit: two rate_limits with the same algorithm and unit (${pair})`,
+        ),
+      );
+    }
+    seen.add(pair);
   });
 }
 

@@ -3,6 +3,7 @@
 // Each caller still gets its own exact count: n hits on a key that reaches total T are handed
 // T-n+1 ... T in arrival order, so decisions are identical to counting one request at a time.
 // A hot key then costs one INCRBY + EXPIRE per turn instead of per request.
+import type { LimitCheck, LimitVerdict } from './algorithms.js';
 import type { CounterOp, CounterStore } from './store.js';
 
 interface Waiter {
@@ -37,7 +38,15 @@ export class CoalescingCounterStore implements CounterStore {
   /** Store calls made and increments merged into them (for tests and the benchmark). */
   readonly counters = { flushes: 0, opsIn: 0, opsOut: 0 };
 
-  constructor(private readonly inner: CounterStore) {}
+  /**
+   * Scripted limits are not coalesced: admission is all or nothing per hit, so k merged hits of which
+   * only some fit cannot become one call with one count. They go to the store as they come.
+   */
+  readonly evaluate?: (checks: readonly LimitCheck[]) => Promise<LimitVerdict[]>;
+
+  constructor(private readonly inner: CounterStore) {
+    if (inner.evaluate) this.evaluate = (checks) => inner.evaluate!(checks);
+  }
 
   increment(ops: readonly CounterOp[]): Promise<number[]> {
     return this.enqueue(ops, false) as Promise<number[]>;

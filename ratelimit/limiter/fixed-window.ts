@@ -1,9 +1,13 @@
 // The fixed-window decision: counts hits per cache key in the store and turns the counts into
 // per-descriptor statuses and rule statistics exactly as the reference's base limiter does.
+// Rules with another algorithm or several limits (rule.scripted) go to the store's evaluate (one
+// atomic call per descriptor, algorithms.ts) in parallel with the fixed-window increments.
 import type { FailureMode, LimitMatch, RateLimitRule } from '../config/index.js';
 import type { WireDescriptorStatus, WireRateLimit } from '../../proto/index.js';
 import type { StatsStore } from '../stats/index.js';
+import { buildLimitCheck, taggedKeyBase, type LimitCheck } from './algorithms.js';
 import { cacheKey } from './cache-key.js';
+import { VerdictStatuses } from './verdict-status.js';
 import type { LocalOverLimitCache } from './local-cache.js';
 import {
   DEFAULT_FAILURE_MODE,
@@ -26,6 +30,8 @@ export interface FixedWindowLimiterOptions {
   failureMode?: FailureModeSettings;
   /** Unix time in seconds (injectable for tests). */
   nowSeconds?: () => number;
+  /** Unix time in milliseconds for the scripted algorithms (injectable for tests; Date.now). */
+  nowMs?: () => number;
   random?: () => number;
 }
 
@@ -45,6 +51,8 @@ export class FixedWindowLimiter {
   private readonly nowSeconds: () => number;
   private readonly random: () => number;
   private readonly wireLimits = new WeakMap<RateLimitRule, WireRateLimit>();
+  private readonly nowMs: () => number;
+  private readonly verdicts: VerdictStatuses;
   private readonly failure: FailureModeSettings;
   private readonly failureStats: FailureModeStats;
   /** `local` failure mode's counters. */
@@ -60,6 +68,8 @@ export class FixedWindowLimiter {
     this.stopIncrementWhenOverlimit = opts.stopCacheKeyIncrementWhenOverlimit ?? false;
     this.nowSeconds = opts.nowSeconds ?? (() => Math.floor(Date.now() / 1000));
     this.random = opts.random ?? Math.random;
+    this.nowMs = opts.nowMs ?? (opts.nowSeconds ? () => opts.nowSeconds!() * 1000 : Date.now);
+    this.verdicts = new VerdictStatuses(this.stats, this.nearRatio);
     this.failure = opts.failureMode ?? DEFAULT_FAILURE_MODE;
     this.failureStats = new FailureModeStats(opts.stats);
   }
@@ -93,11 +103,18 @@ export class FixedWindowLimiter {
     const localOver: boolean[] = new Array(n).fill(false);
     let anyLocalOver = false;
     let keyCount = 0;
+    let scripted: number[] | undefined;
 
     for (let i = 0; i < n; i++) {
       const m = matches[i];
       if (!m) continue;
       this.stats.ruleStats(m.statKey).totalHits.inc(hits[i]);
+      if (m.rule.scripted) {
+        // Decided by evaluate(); takes part in STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT as a receiver.
+        (scripted ??= []).push(i);
+        keyCount++;
+        continue;
+      }
       const key = cacheKey(this.prefix, domain, m.keyEntries, m.rule.unitSeconds, now);
       keys[i] = key;
       keyCount++;
@@ -118,16 +135,18 @@ export class FixedWindowLimiter {
         const probeIndex: number[] = [];
         for (let i = 0; i < n; i++) {
           const m = matches[i];
-          if (!m) continue;
+          if (!m || m.rule.scripted) continue;
           probe.push({ key: keys[i]!, hits: 0, expireSeconds: 0, perSecond: m.rule.unit === 'SECOND' });
           probeIndex.push(i);
         }
         let current: number[] = [];
-        try {
-          current = await this.store.get(probe);
-        } catch (err) {
-          // Without the store the probe is skipped; the counts below fall to the failure modes.
-          if (!(err instanceof CacheError) || this.anyModeError(matches)) throw err;
+        if (probe.length > 0) {
+          try {
+            current = await this.store.get(probe);
+          } catch (err) {
+            // Without the store the probe is skipped; the counts below fall to the failure modes.
+            if (!(err instanceof CacheError) || this.anyModeError(matches)) throw err;
+          }
         }
         for (let j = 0; j < probeIndex.length; j++) {
           const i = probeIndex[j];
@@ -143,7 +162,7 @@ export class FixedWindowLimiter {
     const opIndex: number[] = [];
     for (let i = 0; i < n; i++) {
       const m = matches[i];
-      if (!m || localOver[i]) continue;
+      if (!m || localOver[i] || m.rule.scripted) continue;
       let expire = m.rule.unitSeconds;
       if (this.jitterMax > 0) expire += Math.floor(this.random() * this.jitterMax);
       ops.push({
@@ -154,7 +173,16 @@ export class FixedWindowLimiter {
       });
       opIndex.push(i);
     }
-    const counts = ops.length > 0 ? await this.count(ops) : [];
+    const counting = ops.length > 0 ? this.count(ops) : undefined;
+    // Settled into a value at once, so a failure of the counting above never leaves it unhandled.
+    const verdicts = scripted
+      ? this.evaluate(domain, matches, scripted, storeHits).then(
+          (v) => v,
+          (err: unknown) => (err instanceof Error ? err : new Error(String(err))),
+        )
+      : undefined;
+    const counts = counting ? await counting : [];
+    const decided = verdicts ? await verdicts : undefined;
 
     const statuses: WireDescriptorStatus[] = new Array(n);
     for (let i = 0; i < n; i++) if (!matches[i]) statuses[i] = { ...OK_NO_LIMIT };
@@ -180,7 +208,57 @@ export class FixedWindowLimiter {
       if (decidedBy) decidedBy[i] = mode;
       statuses[i] = this.failureModeStatus(mode, m, ops[j], hits[i], now);
     }
+    if (scripted && decided instanceof Error) {
+      // The store could not evaluate: the failure modes decide, as for fixed windows. `local` counts a
+      // fixed window of the first limit's share in the pod (docs: degraded, not the algorithm).
+      if (!(decided instanceof CacheError)) throw decided;
+      for (const i of scripted) {
+        const m = matches[i]!;
+        const mode = m.rule.failureMode ?? this.failure.mode;
+        this.failureStats.byMode[mode].inc();
+        if (mode === 'error') throw decided;
+        if (decidedBy) decidedBy[i] = mode;
+        const op: CounterOp = {
+          key: cacheKey(this.prefix, domain, m.keyEntries, m.rule.unitSeconds, now),
+          hits: hits[i],
+          expireSeconds: m.rule.unitSeconds,
+          perSecond: m.rule.unit === 'SECOND',
+        };
+        statuses[i] = this.failureModeStatus(mode, m, op, hits[i], now);
+      }
+    } else if (scripted && decided !== undefined && !(decided instanceof Error)) {
+      for (let j = 0; j < scripted.length; j++) {
+        const i = scripted[j]!;
+        statuses[i] = this.verdicts.status(matches[i]!, decided[j]!, hits[i]);
+      }
+    }
     return statuses;
+  }
+
+  /** One atomic store call per scripted descriptor (all sent together). */
+  private evaluate(
+    domain: string,
+    matches: readonly (LimitMatch | undefined)[],
+    scripted: readonly number[],
+    storeHits: readonly number[],
+  ): Promise<number[][]> {
+    if (!this.store.evaluate) {
+      // The service refuses such configurations for this store at load; never counted as fixed.
+      return Promise.reject(new CacheError('the counter store cannot evaluate this rate limit algorithm'));
+    }
+    const nowMs = this.nowMs();
+    const checks: LimitCheck[] = new Array(scripted.length);
+    for (let j = 0; j < scripted.length; j++) {
+      const i = scripted[j]!;
+      const m = matches[i]!;
+      checks[j] = buildLimitCheck(
+        taggedKeyBase(this.prefix, domain, m.keyEntries),
+        m.rule,
+        storeHits[i]!,
+        nowMs,
+      );
+    }
+    return this.store.evaluate(checks);
   }
 
   /** Counts per op, or the error of each op the store could not count. */

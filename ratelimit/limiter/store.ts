@@ -1,4 +1,5 @@
 // The counter store abstraction: where fixed-window counters live (Redis, memcache, memory).
+import type { LimitCheck, LimitVerdict } from './algorithms.js';
 
 export interface CounterOp {
   /** Full cache key, byte-compatible with the reference service. */
@@ -20,6 +21,13 @@ export interface CounterStore {
    * there. The coalescing layer uses it to keep a merged batch's blast radius per key.
    */
   incrementEach?(ops: readonly CounterOp[]): Promise<(number | Error)[]>;
+  /**
+   * Optional: decides each descriptor's limits atomically (algorithms.ts: sliding window, token
+   * bucket, several limits), one verdict per check in order. A store without it cannot enforce those
+   * configurations, and the service refuses them at load. A decorator forwards it only when its inner
+   * store has it.
+   */
+  evaluate?(checks: readonly LimitCheck[]): Promise<LimitVerdict[]>;
   /**
    * Optional: names the shard (deployment, cluster master) holding an op's key. The coalescing layer
    * sends each shard its own call, so a slow or dead shard never delays another shard's decisions.

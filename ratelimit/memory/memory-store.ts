@@ -1,6 +1,13 @@
 // In-process counters (BACKEND_TYPE=memory): single process only, for local runs and tests.
 // Several ratelimit processes with this backend do not share counts.
-import type { CounterOp, CounterStore } from '../limiter/index.js';
+import {
+  evaluateLimitCheck,
+  type CounterOp,
+  type CounterStore,
+  type LimitCheck,
+  type LimitVerdict,
+  type NumberSlots,
+} from '../limiter/index.js';
 
 interface Slot {
   count: number;
@@ -39,6 +46,33 @@ export class MemoryCounterStore implements CounterStore {
     }
     return out;
   }
+
+  /** The limit script's computation (algorithms.ts), atomic because it runs without awaiting. */
+  async evaluate(checks: readonly LimitCheck[]): Promise<LimitVerdict[]> {
+    const out = new Array<LimitVerdict>(checks.length);
+    for (let i = 0; i < checks.length; i++) out[i] = evaluateLimitCheck(checks[i]!, this.numberSlots);
+    return out;
+  }
+
+  private readonly numberSlots: NumberSlots = {
+    read: (key) => {
+      const s = this.slots.get(key);
+      return s && s.expiresAtMs > this.nowMs() ? s.count : 0;
+    },
+    add: (key, by, ttlMs) => {
+      const now = this.nowMs();
+      let s = this.slots.get(key);
+      if (!s || s.expiresAtMs <= now) {
+        s = { count: 0, expiresAtMs: 0 };
+        this.slots.set(key, s);
+      }
+      s.count += by;
+      s.expiresAtMs = now + ttlMs;
+    },
+    write: (key, value, ttlMs) => {
+      this.slots.set(key, { count: value, expiresAtMs: this.nowMs() + ttlMs });
+    },
+  };
 
   async get(ops: readonly CounterOp[]): Promise<number[]> {
     const now = this.nowMs();

@@ -10,7 +10,13 @@
 // timers and count failures as rates over time windows; here a shard is chosen per key, the probe is
 // a PING rather than a real decision, and the closed path must cost no allocation.
 import type { Logger } from 'pino';
-import { CacheError, type CounterOp, type CounterStore } from '../limiter/index.js';
+import {
+  CacheError,
+  type CounterOp,
+  type CounterStore,
+  type LimitCheck,
+  type LimitVerdict,
+} from '../limiter/index.js';
 
 export type CircuitState = 'closed' | 'open' | 'half_open';
 /** Gauge values of the circuit state statistic. */
@@ -81,7 +87,13 @@ export class CircuitBreakerStore implements CounterStore {
     private readonly observer?: CircuitObserver,
     private readonly logger?: Logger,
     private readonly startupWaitMs = 60_000,
-  ) {}
+  ) {
+    // Only when the inner store has it: a store without evaluate makes the service refuse such configs.
+    if (inner.evaluate) this.evaluate = (checks) => this.evaluateChecks(inner, checks);
+  }
+
+  /** The other algorithms' atomic call (see evaluateChecks); absent when the inner store has none. */
+  readonly evaluate?: (checks: readonly LimitCheck[]) => Promise<LimitVerdict[]>;
 
   private circuit(shard: string): Circuit {
     let c = this.circuits.get(shard);
@@ -257,6 +269,39 @@ export class CircuitBreakerStore implements CounterStore {
       this.scheduleProbe(c);
     } finally {
       c.probing = false;
+    }
+  }
+
+  /**
+   * The atomic per-descriptor call of the other algorithms, behind the same circuits: refused at once
+   * while a check's shard is open, and each call's outcome recorded on the shards it reached (one call
+   * fails as a whole, so each of its shards counts one failure).
+   */
+  private async evaluateChecks(inner: ShardedStore, checks: readonly LimitCheck[]): Promise<LimitVerdict[]> {
+    if (!this.settings.enabled) return inner.evaluate!(checks);
+    const circuits = new Set<Circuit>();
+    for (let i = 0; i < checks.length; i++) {
+      const c = checks[i]!;
+      const shard = this.inner.shardOf({
+        key: c.keys[0]!,
+        hits: 0,
+        expireSeconds: 0,
+        perSecond: c.perSecond,
+      });
+      const circuit = this.circuit(shard);
+      if (circuit.state !== 'closed') {
+        this.refused++;
+        throw circuit.refusal;
+      }
+      circuits.add(circuit);
+    }
+    try {
+      const verdicts = await inner.evaluate!(checks);
+      for (const c of circuits) this.recordOne(c, true, undefined);
+      return verdicts;
+    } catch (err) {
+      for (const c of circuits) this.recordOne(c, false, err);
+      throw err;
     }
   }
 

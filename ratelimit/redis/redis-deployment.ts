@@ -3,11 +3,12 @@
 // implicit pipeline that batches the commands of concurrent requests, health, and the startup wait.
 import type { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import { CacheError, type CounterOp } from '../limiter/index.js';
+import { CacheError, type CounterOp, type LimitCheck, type LimitVerdict } from '../limiter/index.js';
 import type { RedisSettings, TlsFiles } from '../settings/index.js';
 import { createRedisClient, describeTarget, reconnectDelayMs, type RedisClient } from './client-options.js';
 import { RequestDeadlines } from './deadlines.js';
 import { clusterSlot } from './cluster-slot.js';
+import { defineLimitScript, runLimitScripts } from './limit-script.js';
 
 type ExecResult = [Error | null, unknown][] | null;
 
@@ -65,6 +66,7 @@ export class RedisDeployment {
     // the window as the only bound.
     this.windowMs = settings.pipelineWindowMs;
     this.limit = settings.pipelineLimit;
+    defineLimitScript(this.client);
     // ioredis reconnects by itself; without a listener an 'error' event would crash the process.
     this.client.on('error', (err: Error) => {
       this.lastConnectionError = err.message;
@@ -300,6 +302,14 @@ export class RedisDeployment {
         for (const e of batch) e.reject(ce);
       },
     );
+  }
+
+  /** The limit script per descriptor (limit-script.ts), all in one round trip. */
+  evaluate(checks: readonly LimitCheck[]): Promise<LimitVerdict[]> {
+    if (!this.isCluster) this.corkForThisTick(this.client as Redis);
+    return this.deadlines.bound(runLimitScripts(this.client, checks)).catch((err: unknown) => {
+      throw cacheError('redis limit script failed', err);
+    });
   }
 
   /** Current counts (0 when absent), without counting. */

@@ -3,7 +3,7 @@
 // With REDIS_PERSECOND, SECOND-unit counters go to a second deployment, everything else to the first.
 import type { Logger } from 'pino';
 import type { Cluster, Redis } from 'ioredis';
-import type { CounterOp } from '../limiter/index.js';
+import type { CounterOp, LimitCheck, LimitVerdict } from '../limiter/index.js';
 import type { RedisSettings, TlsFiles } from '../settings/index.js';
 import type { ShardedStore } from './circuit-breaker.js';
 import { clusterSlot } from './cluster-slot.js';
@@ -111,6 +111,23 @@ export class RedisCounterStore implements ShardedStore {
     const out = new Array<number | Error>(ops.length);
     mainIdx.forEach((i, j) => (out[i] = a[j]));
     secIdx.forEach((i, j) => (out[i] = b[j]));
+    return out;
+  }
+
+  /** With REDIS_PERSECOND, a descriptor whose limits are all SECOND goes to the per-second deployment. */
+  async evaluate(checks: readonly LimitCheck[]): Promise<LimitVerdict[]> {
+    const ps = this.perSecond;
+    if (!ps) return this.main.evaluate(checks);
+    const mainIdx: number[] = [];
+    const secIdx: number[] = [];
+    for (let i = 0; i < checks.length; i++) (checks[i]!.perSecond ? secIdx : mainIdx).push(i);
+    const [a, b] = await Promise.all([
+      mainIdx.length ? this.main.evaluate(mainIdx.map((i) => checks[i]!)) : [],
+      secIdx.length ? ps.evaluate(secIdx.map((i) => checks[i]!)) : [],
+    ]);
+    const out = new Array<LimitVerdict>(checks.length);
+    mainIdx.forEach((i, j) => (out[i] = a[j]!));
+    secIdx.forEach((i, j) => (out[i] = b[j]!));
     return out;
   }
 

@@ -1,3 +1,3 @@
 export * from './errors.js';
 export * from './ratelimit-service.js';
-export * from './struct.js';
+export { toStruct, fromStruct, toValue, fromValue, type StructValue } from '../../proto/index.js';

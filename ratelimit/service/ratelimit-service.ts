@@ -12,7 +12,7 @@ import { status as GrpcStatus } from '@grpc/grpc-js';
 import { CacheError, type FixedWindowLimiter } from '../limiter/index.js';
 import type { StatsStore } from '../stats/index.js';
 import { NO_CONFIG_MESSAGE, ServiceError } from './errors.js';
-import { toStruct } from './struct.js';
+import { toStruct } from '../../proto/index.js';
 
 export const MAX_UINT32 = 4294967295;
 /**

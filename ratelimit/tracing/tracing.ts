@@ -40,7 +40,7 @@ import {
   type SpanProcessor,
 } from '@opentelemetry/sdk-trace';
 import type { Logger } from 'pino';
-import type { CounterOp, CounterStore } from '../limiter/index.js';
+import type { CounterOp, CounterStore, LimitCheck, LimitVerdict } from '../limiter/index.js';
 import type { Settings } from '../settings/index.js';
 
 export const SERVER_SPAN_NAME = 'envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit';
@@ -218,11 +218,20 @@ function pipelineAttributes(ops: readonly CounterOp[]): Record<string, number> {
 
 /** Decorates the limiter's store; the app keeps the undecorated one for start/health/close. */
 class TracedCounterStore implements CounterStore {
+  readonly evaluate?: (checks: readonly LimitCheck[]) => Promise<LimitVerdict[]>;
+
   constructor(
     private readonly inner: CounterStore,
     private readonly tracing: RateLimitTracing,
     private readonly spanName: string,
-  ) {}
+  ) {
+    if (inner.evaluate) {
+      this.evaluate = (checks) =>
+        this.tracing.inChildSpan(this.spanName, { 'limit checks': checks.length }, () =>
+          inner.evaluate!(checks),
+        );
+    }
+  }
 
   increment(ops: readonly CounterOp[]): Promise<number[]> {
     return this.tracing.inChildSpan(this.spanName, pipelineAttributes(ops), () => this.inner.increment(ops));

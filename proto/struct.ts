@@ -1,4 +1,4 @@
-// Plain JSON values to google.protobuf.Struct / Value messages (as grpc-js object form).
+// Plain JSON values to google.protobuf.Struct / Value messages (as grpc-js and protobufjs object form).
 
 export type StructValue =
   | { nullValue: 'NULL_VALUE' }

@@ -1,0 +1,88 @@
+// Compiling one entry's rate_limit / rate_limits into the immutable rule the matcher returns, and the
+// rule's /rlconfig line(s).
+import type { LimitSpec, RateLimitRule, Unit } from './types.js';
+import { UNIT_SECONDS, parseUnit } from './units.js';
+import type { DescriptorDoc, LimitDoc } from './validate.js';
+
+export const NO_REPLACES: readonly string[] = Object.freeze([]);
+export const NO_LIMITS: readonly LimitSpec[] = Object.freeze([]);
+
+export function compileLimit(l: LimitDoc): LimitSpec {
+  const unit = parseUnit(l.unit ?? '') ?? 'SECOND';
+  const algorithm = l.algorithm ?? 'fixed_window';
+  const requestsPerUnit = l.requests_per_unit ?? 0;
+  return Object.freeze({
+    algorithm,
+    requestsPerUnit,
+    unit,
+    unitSeconds: UNIT_SECONDS[unit],
+    burst: algorithm === 'token_bucket' ? (l.burst ?? requestsPerUnit) : 0,
+  });
+}
+
+/** The /rlconfig line of one limit: the reference's format, plus the algorithm when not the default. */
+function dumpLimit(statKey: string, unit: string, l: LimitSpec | undefined, rpu: number, shadow: boolean) {
+  let line = `${statKey}: unit=${unit} requests_per_unit=${rpu}, shadow_mode: ${shadow}`;
+  if (l !== undefined && l.algorithm !== 'fixed_window') line += `, algorithm: ${l.algorithm}`;
+  if (l !== undefined && l.algorithm === 'token_bucket') line += `, burst: ${l.burst}`;
+  return line + '\n';
+}
+
+export function compileRule(
+  entry: DescriptorDoc,
+  statKey: string,
+): { rule: RateLimitRule; dumpLine: string } | undefined {
+  const rl = entry.rate_limit;
+  const list = entry.rate_limits;
+  if (rl === undefined && list === undefined) return undefined;
+  const shadowMode = entry.shadow_mode === true;
+  const metadata = entry.metadata === undefined ? {} : { metadata: Object.freeze({ ...entry.metadata }) };
+  const failureMode = entry.failure_mode === undefined ? {} : { failureMode: entry.failure_mode };
+  if (list !== undefined) {
+    // Validation guarantees 1..8 limits, each with a valid unit.
+    const limits = Object.freeze(list.map(compileLimit));
+    const first = limits[0]!;
+    const rule: RateLimitRule = Object.freeze({
+      requestsPerUnit: first.requestsPerUnit,
+      unit: first.unit,
+      unitSeconds: first.unitSeconds,
+      name: '',
+      unlimited: false,
+      shadowMode,
+      quotaMode: entry.quota_mode === true,
+      ...failureMode,
+      replaces: NO_REPLACES,
+      statKey,
+      ...metadata,
+      limits,
+      scripted: true,
+    });
+    const dumpLine = limits.map((l) => dumpLimit(statKey, l.unit, l, l.requestsPerUnit, shadowMode)).join('');
+    return { rule, dumpLine };
+  }
+  const r = rl!;
+  const unlimited = r.unlimited === true;
+  const parsed = r.unit === undefined ? undefined : parseUnit(r.unit);
+  // Validation guarantees a unit unless unlimited. An unlimited rule never reaches the limiter; its
+  // unit is a placeholder and unitSeconds 0 (the reference keeps UNKNOWN there).
+  const unit: Unit = parsed ?? 'SECOND';
+  const requestsPerUnit = r.requests_per_unit ?? 0;
+  const replaces = r.replaces === undefined ? NO_REPLACES : Object.freeze(r.replaces.map((x) => x.name));
+  const limit = unlimited ? undefined : compileLimit(r);
+  const rule: RateLimitRule = Object.freeze({
+    requestsPerUnit,
+    unit,
+    unitSeconds: parsed === undefined ? 0 : UNIT_SECONDS[parsed],
+    name: r.name ?? '',
+    unlimited,
+    shadowMode,
+    quotaMode: entry.quota_mode === true,
+    ...failureMode,
+    replaces,
+    statKey,
+    ...metadata,
+    limits: limit === undefined ? NO_LIMITS : Object.freeze([limit]),
+    scripted: limit !== undefined && limit.algorithm !== 'fixed_window',
+  });
+  return { rule, dumpLine: dumpLimit(statKey, parsed ?? 'UNKNOWN', limit, requestsPerUnit, shadowMode) };
+}

@@ -1,0 +1,66 @@
+// Turns a store verdict for one descriptor (algorithms.ts) into its status and rule statistics.
+// The reported limit is the one that rejected the hit, or when admitted the one with the least
+// remaining: what X-RateLimit-* headers should show. Admission is all or nothing per hit, so unlike
+// fixed windows a hit is either within_limit or over_limit, never split between them.
+import type { LimitMatch, LimitSpec } from '../config/index.js';
+import type { WireDescriptorStatus, WireRateLimit } from '../../proto/index.js';
+import type { StatsStore } from '../stats/index.js';
+import { limitCapacity, type LimitVerdict } from './algorithms.js';
+
+export class VerdictStatuses {
+  private readonly wireLimits = new WeakMap<LimitSpec, WireRateLimit>();
+
+  constructor(
+    private readonly stats: StatsStore,
+    /** Math.fround'ed NEAR_LIMIT_RATIO, as the fixed window uses it. */
+    private readonly nearRatio: number,
+  ) {}
+
+  private wireLimit(m: LimitMatch, l: LimitSpec): WireRateLimit {
+    let w = this.wireLimits.get(l);
+    if (!w) {
+      w = { requestsPerUnit: l.requestsPerUnit, unit: l.unit };
+      // The single form keeps the rule's name (as fixed windows report it).
+      if (m.rule.name && m.rule.limits.length === 1) w.name = m.rule.name;
+      this.wireLimits.set(l, w);
+    }
+    return w;
+  }
+
+  status(m: LimitMatch, verdict: LimitVerdict, hits: number): WireDescriptorStatus {
+    const limits = m.rule.limits;
+    const rs = this.stats.ruleStats(m.statKey);
+    const rejectedBy = verdict[0]!;
+    let at: number;
+    if (rejectedBy > 0) {
+      at = rejectedBy - 1;
+    } else {
+      at = 0;
+      for (let i = 1; i < limits.length; i++) if (verdict[1 + 2 * i]! < verdict[1 + 2 * at]!) at = i;
+    }
+    const l = limits[at]!;
+    const remaining = verdict[1 + 2 * at]!;
+    const status: WireDescriptorStatus = {
+      code: 'OK',
+      currentLimit: this.wireLimit(m, l),
+      limitRemaining: 0,
+      durationUntilReset: { seconds: Math.ceil(verdict[2 + 2 * at]! / 1000) },
+    };
+    if (rejectedBy > 0) {
+      status.code = 'OVER_LIMIT';
+      rs.overLimit.inc(hits);
+      if (m.rule.shadowMode) {
+        status.code = 'OK';
+        rs.shadowMode.inc(hits);
+      }
+      return status;
+    }
+    status.limitRemaining = remaining;
+    const capacity = limitCapacity(l);
+    const near = Math.floor(Math.fround(Math.fround(capacity) * this.nearRatio));
+    const used = capacity - remaining;
+    if (used > near) rs.nearLimit.inc(Math.min(hits, used - near));
+    rs.withinLimit.inc(hits);
+    return status;
+  }
+}

@@ -1,0 +1,133 @@
+// The per-descriptor limit script: every limit of one descriptor checked and, when all admit the
+// hit, counted, atomically in one call. Semantics, key layout and argument layout are documented in
+// ratelimit/limiter/algorithms.ts, whose evaluateLimitCheck is the same computation in TypeScript
+// (for the memory backend); change both together.
+//
+// Loaded once per connection by ioredis (the first call on a connection sends EVAL, later calls
+// EVALSHA; a NOSCRIPT answer, after SCRIPT FLUSH or a failover, resends it as EVAL).
+// Redis numbers returned from Lua are truncated to integers: every returned value is floored or
+// ceiled here first. The TAT is written with %.0f (an integer-valued double, printed exactly).
+import type { LimitCheck, LimitVerdict } from '../limiter/index.js';
+import type { RedisClient } from './client-options.js';
+
+export const LIMIT_SCRIPT = `
+local now = tonumber(ARGV[1])
+local hits = tonumber(ARGV[2])
+local n = (#ARGV - 2) / 4
+local out = {0}
+local wv = {}
+local wt = {}
+local k = 1
+for i = 1, n do
+  local a = 2 + (i - 1) * 4
+  local code = tonumber(ARGV[a + 1])
+  local limit = tonumber(ARGV[a + 2])
+  local period = tonumber(ARGV[a + 3])
+  local burst = tonumber(ARGV[a + 4])
+  local fits
+  local remaining
+  local reset
+  if code == 0 then
+    local count = tonumber(redis.call('GET', KEYS[k]) or '0')
+    local ws = now - (now % period)
+    fits = count + hits <= limit
+    local after = count
+    if fits then after = count + hits end
+    remaining = math.max(limit - after, 0)
+    reset = ws + period - now
+    wv[i] = hits
+    wt[i] = period
+    k = k + 1
+  elseif code == 1 then
+    local cur = tonumber(redis.call('GET', KEYS[k]) or '0')
+    local prev = tonumber(redis.call('GET', KEYS[k + 1]) or '0')
+    local ws = now - (now % period)
+    local elapsed = now - ws
+    local estimate = (prev * (period - elapsed)) / period + cur
+    fits = estimate + hits <= limit
+    local after = estimate
+    local curAfter = cur
+    if fits then
+      after = estimate + hits
+      curAfter = cur + hits
+    end
+    remaining = math.max(math.floor(limit - after), 0)
+    if curAfter > 0 then
+      reset = ws + 2 * period - now
+    elseif prev > 0 then
+      reset = ws + period - now
+    else
+      reset = 0
+    end
+    wv[i] = hits
+    wt[i] = ws + 2 * period - now
+    k = k + 2
+  else
+    local nowUs = now * 1000
+    local stored = tonumber(redis.call('GET', KEYS[k]) or '0')
+    local d = 0
+    if stored > nowUs then d = stored - nowUs end
+    if limit == 0 then
+      fits = hits == 0
+      remaining = 0
+      reset = 0
+      wv[i] = -1
+    else
+      local t = (period * 1000) / limit
+      local after = d + hits * t
+      fits = after <= burst * t
+      local used = d
+      if fits then used = after end
+      remaining = math.min(math.max(math.floor(burst - used / t), 0), burst)
+      reset = math.min(math.ceil(used / 1000), 1e13)
+      wv[i] = nowUs + math.floor(after)
+      -- capped so that Lua prints it without an exponent (a bucket refilling for over 300 years)
+      wt[i] = math.min(math.ceil(after / 1000), 1e13)
+    end
+    k = k + 1
+  end
+  if (not fits) and out[1] == 0 then out[1] = i end
+  out[2 * i] = remaining
+  out[2 * i + 1] = reset
+end
+if out[1] ~= 0 or hits == 0 then return out end
+k = 1
+for i = 1, n do
+  local code = tonumber(ARGV[2 + (i - 1) * 4 + 1])
+  if code == 2 then
+    if wv[i] ~= -1 then
+      redis.call('SET', KEYS[k], string.format('%.0f', wv[i]), 'PX', wt[i])
+    end
+    k = k + 1
+  else
+    redis.call('INCRBY', KEYS[k], wv[i])
+    redis.call('PEXPIRE', KEYS[k], wt[i])
+    if code == 1 then k = k + 2 else k = k + 1 end
+  end
+end
+return out
+`;
+
+/** The client with the script defined on it (defineLimitScript). */
+interface ScriptClient {
+  rateLimitScript(numKeys: number, ...keysAndArgs: (string | number)[]): Promise<number[]>;
+}
+
+/** Defines the script as a command of the client (ioredis keeps one Script, loaded per connection). */
+export function defineLimitScript(client: RedisClient): void {
+  client.defineCommand('rateLimitScript', { lua: LIMIT_SCRIPT });
+}
+
+/**
+ * One script call per check, all written in the same tick (one round trip). On a cluster each call
+ * goes to the node owning its keys' hash tag.
+ */
+export function runLimitScripts(client: RedisClient, checks: readonly LimitCheck[]): Promise<LimitVerdict[]> {
+  const c = client as unknown as ScriptClient;
+  const pending = new Array<Promise<number[]>>(checks.length);
+  for (let i = 0; i < checks.length; i++) {
+    const check = checks[i]!;
+    pending[i] = c.rateLimitScript(check.keys.length, ...check.keys, ...check.args);
+  }
+  return Promise.all(pending);
+}
