@@ -29,6 +29,21 @@ export const ALGORITHMS = ['fixed_window', 'sliding_window', 'token_bucket'] as 
 /** Bound of the rate_limits list: every limit costs keys and script work on each hit. */
 export const MAX_LIMITS_PER_DESCRIPTOR = 8;
 
+/** `algorithm` and `burst`, the same in `rate_limit` and in each item of `rate_limits`. */
+const ALGORITHM_PROPERTY = {
+  type: 'string',
+  enum: ALGORITHMS,
+  description:
+    'fixed_window (default: epoch-aligned windows, the reference behaviour), sliding_window (weighted estimate over the current and previous window) or token_bucket (GCRA).',
+} as const;
+const BURST_PROPERTY = {
+  type: 'integer',
+  minimum: 1,
+  maximum: MAX_UINT32,
+  description:
+    'token_bucket only: hits admitted at once from a full bucket (default requests_per_unit); the bucket refills at requests_per_unit per unit.',
+} as const;
+
 export const configSchema = {
   $schema: 'http://json-schema.org/draft-07/schema#',
   $id: 'https://github.com/envoyproxy/ratelimit/config.schema.json',
@@ -134,19 +149,8 @@ export const configSchema = {
           type: 'boolean',
           description: 'When true the descriptor has no limit and is answered locally. Excludes unit.',
         },
-        algorithm: {
-          type: 'string',
-          enum: ALGORITHMS,
-          description:
-            'fixed_window (default: epoch-aligned windows, the reference behaviour), sliding_window (weighted estimate over the current and previous window) or token_bucket (GCRA).',
-        },
-        burst: {
-          type: 'integer',
-          minimum: 1,
-          maximum: MAX_UINT32,
-          description:
-            'token_bucket only: hits admitted at once from a full bucket (default requests_per_unit); the bucket refills at requests_per_unit per unit.',
-        },
+        algorithm: ALGORITHM_PROPERTY,
+        burst: BURST_PROPERTY,
         name: { type: 'string', description: 'Name by which another rule can replace this one.' },
         replaces: {
           type: 'array',
@@ -172,19 +176,8 @@ export const configSchema = {
           pattern: UNIT_PATTERN,
           description: `Window: ${UNITS.map((u) => u.toLowerCase()).join(', ')} (case-insensitive).`,
         },
-        algorithm: {
-          type: 'string',
-          enum: ALGORITHMS,
-          description:
-            'fixed_window (default: epoch-aligned windows, the reference behaviour), sliding_window (weighted estimate over the current and previous window) or token_bucket (GCRA).',
-        },
-        burst: {
-          type: 'integer',
-          minimum: 1,
-          maximum: MAX_UINT32,
-          description:
-            'token_bucket only: hits admitted at once from a full bucket (default requests_per_unit); the bucket refills at requests_per_unit per unit.',
-        },
+        algorithm: ALGORITHM_PROPERTY,
+        burst: BURST_PROPERTY,
       },
     },
     replaces: {
