@@ -4,12 +4,9 @@
 // would enforce the sliding window as a fixed one and the list as no limit) and keeps the last
 // version it can enforce; the stream state says what was withheld and why.
 import t from 'tap';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { AdsServer, InMemorySnapshotCache, resourceFromDocument } from '../control-plane/index.js';
-import { freePort, ServerProcess } from './harness/net.js';
-import { resolveReferenceRatelimit } from './harness/kube.js';
+import { freePort } from './harness/net.js';
+import { startReferenceService } from './harness/reference.js';
 import { startRedis } from './harness/redis.js';
 import { descriptor, eventually, startTestApp } from '../ratelimit/test-support.js';
 import { callOnce } from '../ratelimit/client/main.js';
@@ -36,7 +33,6 @@ const sliding = {
 };
 
 t.test('a reference pod never receives a config using features it does not announce', async (t) => {
-  const binary = resolveReferenceRatelimit();
   const redis = await startRedis();
   t.teardown(() => redis.stop());
   const cache = new InMemorySnapshotCache();
@@ -48,31 +44,19 @@ t.test('a reference pod never receives a config using features it does not annou
   server.on('withheld', (e) => withheld.push({ nodeId: e.stream.nodeId, features: e.features }));
   cache.setDefaultSnapshot([resourceFromDocument('mixed', fixed(5))]);
 
-  const [grpcPort, httpPort, debugPort] = [await freePort(), await freePort(), await freePort()];
-  const dir = mkdtempSync(join(tmpdir(), 'rl-neg-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const ref = new ServerProcess('reference-ratelimit', binary, [], {
-    logPath: join(dir, 'ref.log'),
+  const reference = await startReferenceService(t, {
     env: {
-      PATH: process.env.PATH,
       CONFIG_TYPE: 'GRPC_XDS_SOTW',
       CONFIG_GRPC_XDS_SERVER_URL: `127.0.0.1:${xdsPort}`,
       CONFIG_GRPC_XDS_NODE_ID: 'reference-pod',
-      GRPC_HOST: '127.0.0.1',
-      GRPC_PORT: String(grpcPort),
-      HOST: '127.0.0.1',
-      PORT: String(httpPort),
-      DEBUG_HOST: '127.0.0.1',
-      DEBUG_PORT: String(debugPort),
       REDIS_SOCKET_TYPE: 'tcp',
       REDIS_URL: redis.url,
-      USE_STATSD: 'false',
-      EXPIRATION_JITTER_MAX_SECONDS: '0',
     },
   });
-  t.teardown(() => ref.stop());
+  const ref = reference.proc;
+  const refDial = reference.dial;
   const askRef = async (key: string, value: string) =>
-    callOnce({ dialString: `127.0.0.1:${grpcPort}`, domain: 'mixed', descriptors: [[{ key, value }]] });
+    callOnce({ dialString: refDial, domain: 'mixed', descriptors: [[{ key, value }]] });
   await eventually(
     async () => {
       try {

@@ -3,12 +3,9 @@
 // it, enforces it, NACKs a bad snapshot (recorded by our server), and shares counters with our
 // service in one Redis, key for key.
 import t from 'tap';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { AdsServer, InMemorySnapshotCache, resourceFromDocument } from '../control-plane/index.js';
-import { freePort, ServerProcess } from './harness/net.js';
-import { resolveReferenceRatelimit } from './harness/kube.js';
+import { freePort } from './harness/net.js';
+import { startReferenceService } from './harness/reference.js';
 import { startRedis } from './harness/redis.js';
 import { descriptor, eventually, startTestApp } from '../ratelimit/test-support.js';
 import { callOnce } from '../ratelimit/client/main.js';
@@ -19,7 +16,6 @@ const doc = (rpu: number) => ({
 });
 
 t.test('the reference service against our control plane and beside our service', async (t) => {
-  const binary = resolveReferenceRatelimit();
   const redis = await startRedis();
   t.teardown(() => redis.stop());
   const cache = new InMemorySnapshotCache();
@@ -33,31 +29,17 @@ t.test('the reference service against our control plane and beside our service',
   server.on('nack', (e) => nacks.push({ nodeId: e.stream.nodeId, message: e.message }));
   cache.setDefaultSnapshot([resourceFromDocument('interop', doc(5))]);
 
-  const [grpcPort, httpPort, debugPort] = [await freePort(), await freePort(), await freePort()];
-  const dir = mkdtempSync(join(tmpdir(), 'rl-ref-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const ref = new ServerProcess('reference-ratelimit', binary, [], {
-    logPath: join(dir, 'ref.log'),
+  const reference = await startReferenceService(t, {
     env: {
-      PATH: process.env.PATH,
       CONFIG_TYPE: 'GRPC_XDS_SOTW',
       CONFIG_GRPC_XDS_SERVER_URL: `127.0.0.1:${xdsPort}`,
       CONFIG_GRPC_XDS_NODE_ID: 'reference-pod',
-      GRPC_HOST: '127.0.0.1',
-      GRPC_PORT: String(grpcPort),
-      HOST: '127.0.0.1',
-      PORT: String(httpPort),
-      DEBUG_HOST: '127.0.0.1',
-      DEBUG_PORT: String(debugPort),
       REDIS_SOCKET_TYPE: 'tcp',
       REDIS_URL: redis.url,
-      USE_STATSD: 'false',
-      LOG_LEVEL: 'debug',
-      EXPIRATION_JITTER_MAX_SECONDS: '0',
     },
   });
-  t.teardown(() => ref.stop());
-  const dial = `127.0.0.1:${grpcPort}`;
+  const ref = reference.proc;
+  const dial = reference.dial;
   const askRef = (value: string) =>
     callOnce({ dialString: dial, domain: 'interop', descriptors: [[{ key: 'k', value }]] });
 

@@ -6,8 +6,8 @@ import t, { type Test } from 'tap';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePort, ServerProcess, tryConnect } from './harness/net.js';
-import { resolveReferenceRatelimit } from './harness/kube.js';
+import { freePort, tryConnect } from './harness/net.js';
+import { startReferenceService, type ReferenceService } from './harness/reference.js';
 import { startRedis, type RedisServer } from './harness/redis.js';
 import { eventually, startTestApp, type TestApp } from '../ratelimit/test-support.js';
 import { status as GrpcStatus } from '@grpc/grpc-js';
@@ -16,46 +16,14 @@ import { RateLimitApp } from '../ratelimit/app.js';
 import { createLogger } from '../ratelimit/logging.js';
 import { loadSettings } from '../ratelimit/settings/index.js';
 
-interface Reference {
-  httpUrl: string;
-  dial: string;
-  proc: ServerProcess;
-}
-
-/** Starts the reference on free loopback ports with FILE config from `files`. */
+/** Starts the reference on free loopback ports with FILE config from `files`, and waits for its health. */
 async function startReference(
   t: Test,
   files: Record<string, string>,
   env: Record<string, string> = {},
-): Promise<Reference> {
-  const binary = resolveReferenceRatelimit();
-  const root = mkdtempSync(join(tmpdir(), 'rl-ref-side-'));
-  t.teardown(() => rmSync(root, { recursive: true, force: true }));
-  mkdirSync(join(root, 'config'));
-  for (const [name, yaml] of Object.entries(files)) writeFileSync(join(root, 'config', name), yaml);
-  const [grpcPort, httpPort, debugPort] = [await freePort(), await freePort(), await freePort()];
-  const proc = new ServerProcess('reference-ratelimit', binary, [], {
-    logPath: join(root, 'ref.log'),
-    env: {
-      PATH: process.env.PATH,
-      RUNTIME_ROOT: root,
-      RUNTIME_SUBDIRECTORY: '',
-      RUNTIME_APPDIRECTORY: 'config',
-      RUNTIME_WATCH_ROOT: 'false',
-      GRPC_HOST: '127.0.0.1',
-      GRPC_PORT: String(grpcPort),
-      HOST: '127.0.0.1',
-      PORT: String(httpPort),
-      DEBUG_HOST: '127.0.0.1',
-      DEBUG_PORT: String(debugPort),
-      USE_STATSD: 'false',
-      LOG_LEVEL: 'debug',
-      EXPIRATION_JITTER_MAX_SECONDS: '0',
-      ...env,
-    },
-  });
-  t.teardown(() => proc.stop());
-  const httpUrl = `http://127.0.0.1:${httpPort}`;
+): Promise<ReferenceService> {
+  const ref = await startReferenceService(t, { files, env });
+  const { proc, httpUrl } = ref;
   await eventually(
     async () => {
       if (!proc.running) throw new Error(`${proc.exitReason()}\n${proc.logTail(30)}`);
@@ -70,7 +38,7 @@ async function startReference(
   ).catch((err) => {
     throw new Error(`${err.message}\n${proc.logTail(40)}`);
   });
-  return { httpUrl, dial: `127.0.0.1:${grpcPort}`, proc };
+  return ref;
 }
 
 interface JsonAnswer {
