@@ -3,55 +3,27 @@
 // (every replica serves xDS); status for it waits for the follower to take the Lease over, which
 // happens when the dead leader's last renewal is a lease duration old by the follower's clock, seen
 // at the follower's next retry: between lease - retry and lease + retry after the kill, plus a request.
-import { join } from 'node:path';
 import { CoordinationV1Api } from '@kubernetes/client-node';
 import t from 'tap';
-import { startTestApp } from '../ratelimit/test-support.js';
-import { createXdsSource } from '../ratelimit/xds-source.js';
-import {
-  applyRlc,
-  condition,
-  getRlc,
-  installCrd,
-  REPO_ROOT,
-  rlcFromYaml,
-  waitFor,
-} from '../operator/testing.js';
-import { builtBin } from './harness/dist.js';
-import { freePorts, ServerProcess } from './harness/net.js';
+import { applyRlc, condition, getRlc, installCrd, rlcFromYaml, waitFor } from '../operator/testing.js';
+import type { ServerProcess } from './harness/net.js';
 import { startKube, type KubeHarness } from './harness/kube.js';
+import { startOperatorProcess, startXdsPod, type OperatorProcess } from './harness/operator.js';
 
 const LEASE_MS = 15_000; // the defaults of ratelimit-operator
 const RETRY_MS = 2_000;
-const MAIN = builtBin('ratelimit-operator'); // the shipped bin, built from dist/
 
 let kube: KubeHarness;
 const procs: ServerProcess[] = [];
 
-async function startReplica(identity: string): Promise<{ proc: ServerProcess; xds: number }> {
-  const [xds, health] = await freePorts(2);
-  const proc = new ServerProcess(
-    identity,
-    process.execPath,
-    [
-      MAIN,
-      `--kubeconfig=${kube.kubeconfigPath}`,
-      `--xds-listen=127.0.0.1:${xds}`,
-      '--metrics-listen=off',
-      `--health-listen=127.0.0.1:${health}`,
-      '--leader-election-namespace=default',
-      `--identity=${identity}`,
-      '--resync=2000',
-    ],
-    { logPath: join(kube.dir || '/tmp', `${identity}.log`), cwd: REPO_ROOT, env: process.env },
-  );
-  procs.push(proc);
-  await waitFor(
-    `${identity} ready`,
-    async () => (await fetch(`http://127.0.0.1:${health}/readyz`)).status === 200,
-    60_000,
-  );
-  return { proc, xds };
+async function startReplica(identity: string): Promise<OperatorProcess> {
+  const r = await startOperatorProcess(kube, identity, [
+    '--leader-election-namespace=default',
+    `--identity=${identity}`,
+    '--resync=2000',
+  ]);
+  procs.push(r.proc);
+  return r;
 }
 
 async function leaseHolder(): Promise<string | undefined> {
@@ -75,16 +47,7 @@ t.test(
     const a = await startReplica('handover-a');
     await waitFor('a leads', async () => (await leaseHolder()) === 'handover-a', 30_000);
     const b = await startReplica('handover-b');
-    const pod = await startTestApp({
-      env: {
-        CONFIG_TYPE: 'GRPC_XDS_SOTW',
-        CONFIG_GRPC_XDS_SERVER_URL: `127.0.0.1:${b.xds}`,
-        CONFIG_GRPC_XDS_NODE_ID: 'pod-on-b',
-        CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL: '200ms',
-        FORCE_START_WITHOUT_INITIAL_CONFIG: 'true',
-      },
-      appOptions: { xdsSourceFactory: createXdsSource },
-    });
+    const pod = await startXdsPod('pod-on-b', b.xds);
     t.teardown(() => pod.close());
     const limit = async () =>
       (await pod.call({ domain: 'api', descriptors: [{ entries: [{ key: 'k', value: 'v' }] }] }))

@@ -3,27 +3,23 @@
 // too large gets Programmed=False reason TooLarge naming the size and the limit (and Ready=False,
 // Stalled=True, a Warning Event), the pod keeps enforcing its previous config, the other resources stay
 // Programmed, and removing the large resource brings everything back.
-import { join } from 'node:path';
 import { CoreV1Api } from '@kubernetes/client-node';
 import t from 'tap';
-import { startTestApp, type TestApp } from '../ratelimit/test-support.js';
-import { createXdsSource } from '../ratelimit/xds-source.js';
+import type { TestApp } from '../ratelimit/test-support.js';
 import {
   applyRlc,
   condition,
   deleteRlc,
   getRlc,
   installCrd,
-  REPO_ROOT,
   rlcFromYaml,
   waitFor,
 } from '../operator/testing.js';
-import { builtBin } from './harness/dist.js';
-import { freePorts, ServerProcess } from './harness/net.js';
+import type { ServerProcess } from './harness/net.js';
 import { startKube, type KubeHarness } from './harness/kube.js';
+import { startOperatorProcess, startXdsPod } from './harness/operator.js';
 
 const MAX_SEND_BYTES = 4096;
-const MAIN = builtBin('ratelimit-operator');
 
 let kube: KubeHarness;
 let operator: ServerProcess | undefined;
@@ -53,41 +49,15 @@ async function servedDomains(): Promise<string> {
 }
 
 t.test('a config over --max-send-bytes: TooLarge on its resource, the pod keeps its config', async (t) => {
-  const [xds, metrics, health] = await freePorts(3);
-  metricsPort = metrics;
-  operator = new ServerProcess(
-    'operator',
-    process.execPath,
-    [
-      MAIN,
-      `--kubeconfig=${kube.kubeconfigPath}`,
-      `--xds-listen=127.0.0.1:${xds}`,
-      `--metrics-listen=127.0.0.1:${metrics}`,
-      `--health-listen=127.0.0.1:${health}`,
-      '--leader-elect=false',
-      `--max-send-bytes=${MAX_SEND_BYTES}`,
-      // No safety-net resync within the test: status follows the xDS events.
-      '--resync=600000',
-    ],
-    { logPath: join(kube.dir || '/tmp', 'operator.log'), cwd: REPO_ROOT, env: process.env },
-  );
-  await waitFor(
-    'operator ready',
-    async () => (await fetch(`http://127.0.0.1:${health}/readyz`)).status === 200,
-    60_000,
-  );
-  pod = await startTestApp({
-    env: {
-      CONFIG_TYPE: 'GRPC_XDS_SOTW',
-      CONFIG_GRPC_XDS_SERVER_URL: `127.0.0.1:${xds}`,
-      CONFIG_GRPC_XDS_NODE_ID: 'pod-1',
-      CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL: '200ms',
-      XDS_CLIENT_BACKOFF_INITIAL_INTERVAL: '100ms',
-      XDS_CLIENT_BACKOFF_MAX_INTERVAL: '500ms',
-      FORCE_START_WITHOUT_INITIAL_CONFIG: 'true',
-    },
-    appOptions: { xdsSourceFactory: createXdsSource },
-  });
+  const op = await startOperatorProcess(kube, 'operator', [
+    '--leader-elect=false',
+    `--max-send-bytes=${MAX_SEND_BYTES}`,
+    // No safety-net resync within the test: status follows the xDS events.
+    '--resync=600000',
+  ]);
+  operator = op.proc;
+  metricsPort = op.metrics;
+  pod = await startXdsPod('pod-1', op.xds);
 
   await applyRlc(
     kube.kubeConfig,

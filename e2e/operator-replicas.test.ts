@@ -3,12 +3,11 @@
 // the leader hands over within the lease time. Status counts the pods of every replica (pod reports):
 // two real ratelimit pods, one on each replica, are 2/2; a NACK from the follower's pod shows; a
 // killed follower's pods drop out after the report TTL.
-import { join } from 'node:path';
 import { CoordinationV1Api } from '@kubernetes/client-node';
 import t from 'tap';
 import { openRawAdsStream } from '../control-plane/testing.js';
 import type { RateLimitConfig } from '../ratelimit/config/index.js';
-import { startTestApp, type TestApp } from '../ratelimit/test-support.js';
+import type { TestApp } from '../ratelimit/test-support.js';
 import { createXdsSource } from '../ratelimit/xds-source.js';
 import { REPORT_ANNOTATION, REPORT_LABEL } from '../operator/pod-report.js';
 import { USAGE_FLAGS } from '../operator/usage.js';
@@ -23,8 +22,8 @@ import {
 } from '../operator/testing.js';
 import { builtBin } from './harness/dist.js';
 import { runCommand } from './harness/proc.js';
-import { freePorts, ServerProcess } from './harness/net.js';
 import { resolveKubectl, startKube, type KubeHarness } from './harness/kube.js';
+import { startOperatorProcess, startXdsPod, type OperatorProcess } from './harness/operator.js';
 
 const LEASE_MS = 3000;
 const REPORT_TTL_MS = 3000;
@@ -37,45 +36,22 @@ const REPORT_TTL_MS = 3000;
 const FOLLOWER_REPORT_TTL_MS = 15_000;
 const MAIN = builtBin('ratelimit-operator'); // the shipped bin, built from dist/
 
-interface Replica {
-  identity: string;
-  proc: ServerProcess;
-  xds: number;
-  metrics: number;
-  health: number;
-}
+type Replica = OperatorProcess;
 
 let kube: KubeHarness;
 const replicas: Replica[] = [];
 
 async function startReplica(identity: string, reportTtlMs = REPORT_TTL_MS): Promise<Replica> {
-  const [xds, metrics, health] = await freePorts(3);
-  const proc = new ServerProcess(
-    identity,
-    process.execPath,
-    [
-      MAIN,
-      `--kubeconfig=${kube.kubeconfigPath}`,
-      `--xds-listen=127.0.0.1:${xds}`,
-      `--metrics-listen=127.0.0.1:${metrics}`,
-      `--health-listen=127.0.0.1:${health}`,
-      '--leader-election-namespace=default',
-      `--lease-duration=${LEASE_MS}`,
-      '--renew-deadline=2000',
-      '--retry-period=500',
-      `--identity=${identity}`,
-      '--resync=2000',
-      `--pod-report-ttl=${reportTtlMs}`,
-    ],
-    { logPath: join(kube.dir || '/tmp', `${identity}.log`), cwd: REPO_ROOT, env: process.env },
-  );
-  const r = { identity, proc, xds, metrics, health };
+  const r = await startOperatorProcess(kube, identity, [
+    '--leader-election-namespace=default',
+    `--lease-duration=${LEASE_MS}`,
+    '--renew-deadline=2000',
+    '--retry-period=500',
+    `--identity=${identity}`,
+    '--resync=2000',
+    `--pod-report-ttl=${reportTtlMs}`,
+  ]);
   replicas.push(r);
-  await waitFor(
-    `${identity} ready`,
-    async () => (await fetch(`http://127.0.0.1:${health}/readyz`)).status === 200,
-    60_000,
-  );
   return r;
 }
 
@@ -109,27 +85,16 @@ async function stopReplicas(): Promise<void> {
  * config with that domain (its config swap throws, so its xDS client NACKs with the message).
  */
 async function startPod(node: string, xdsPort: number, refuse?: string): Promise<TestApp> {
-  return startTestApp({
-    env: {
-      CONFIG_TYPE: 'GRPC_XDS_SOTW',
-      CONFIG_GRPC_XDS_SERVER_URL: `127.0.0.1:${xdsPort}`,
-      CONFIG_GRPC_XDS_NODE_ID: node,
-      CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL: '200ms',
-      XDS_CLIENT_BACKOFF_INITIAL_INTERVAL: '100ms',
-      XDS_CLIENT_BACKOFF_MAX_INTERVAL: '500ms',
-      FORCE_START_WITHOUT_INITIAL_CONFIG: 'true',
-    },
-    appOptions: {
-      xdsSourceFactory: (app) => {
-        if (refuse) {
-          const set = app.setConfig.bind(app);
-          app.setConfig = (config: RateLimitConfig) => {
-            if (config.hasDomain(refuse)) throw new Error(`${node} refuses domain ${refuse}`);
-            set(config);
-          };
-        }
-        return createXdsSource(app);
-      },
+  return startXdsPod(node, xdsPort, {
+    xdsSourceFactory: (app) => {
+      if (refuse) {
+        const set = app.setConfig.bind(app);
+        app.setConfig = (config: RateLimitConfig) => {
+          if (config.hasDomain(refuse)) throw new Error(`${node} refuses domain ${refuse}`);
+          set(config);
+        };
+      }
+      return createXdsSource(app);
     },
   });
 }

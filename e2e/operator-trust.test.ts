@@ -5,14 +5,14 @@
 // domains, mergeDomain included; the kstatus conditions are there for GitOps tools.
 import { CoreV1Api } from '@kubernetes/client-node';
 import t from 'tap';
-import { roomInWindow, startTestApp, type TestApp } from '../ratelimit/test-support.js';
-import { createXdsSource } from '../ratelimit/xds-source.js';
+import { roomInWindow, type TestApp } from '../ratelimit/test-support.js';
 import { parseDomainPolicy } from '../operator/domain-policy.js';
 import { RateLimitOperator } from '../operator/operator.js';
 import type { RateLimitConfigObject } from '../operator/resource.js';
 import { applyRlc, condition, getRlc, installCrd, rlcFromYaml, waitFor } from '../operator/testing.js';
 import { freePort } from './harness/net.js';
 import { startKube, type KubeHarness } from './harness/kube.js';
+import { startXdsPod } from './harness/operator.js';
 
 let kube: KubeHarness;
 let operator: RateLimitOperator;
@@ -20,20 +20,7 @@ const pods: TestApp[] = [];
 
 const POLICY = 'default=api,x;team-a=checkout,checkout-*;team-b={namespace}-*';
 
-function startPod(node: string, xdsPort: number): Promise<TestApp> {
-  return startTestApp({
-    env: {
-      CONFIG_TYPE: 'GRPC_XDS_SOTW',
-      CONFIG_GRPC_XDS_SERVER_URL: `127.0.0.1:${xdsPort}`,
-      CONFIG_GRPC_XDS_NODE_ID: node,
-      CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL: '200ms',
-      XDS_CLIENT_BACKOFF_INITIAL_INTERVAL: '100ms',
-      XDS_CLIENT_BACKOFF_MAX_INTERVAL: '500ms',
-      FORCE_START_WITHOUT_INITIAL_CONFIG: 'true',
-    },
-    appOptions: { xdsSourceFactory: createXdsSource },
-  });
-}
+const startPod = startXdsPod;
 
 /** The limit each pod answers for one descriptor (undefined: no rule / no domain). */
 async function limits(domain: string, key: string, value = 'probe'): Promise<(number | undefined)[]> {
