@@ -4,12 +4,12 @@
 // is never sent that version, which the resource's status says.
 import t from 'tap';
 import { openRawAdsStream } from '../control-plane/testing.js';
-import { startTestApp, type TestApp } from '../ratelimit/test-support.js';
-import { createXdsSource } from '../ratelimit/xds-source.js';
+import type { TestApp } from '../ratelimit/test-support.js';
 import { RateLimitOperator } from '../operator/operator.js';
 import { applyRlc, condition, getRlc, installCrd, rlcFromYaml, waitFor } from '../operator/testing.js';
 import { freePort } from './harness/net.js';
 import { startKube, type KubeHarness } from './harness/kube.js';
+import { startXdsPod } from './harness/operator.js';
 
 let kube: KubeHarness;
 let operator: RateLimitOperator;
@@ -26,17 +26,7 @@ t.before(async () => {
     resyncMs: 2_000,
   });
   await operator.start();
-  pod = await startTestApp({
-    env: {
-      CONFIG_TYPE: 'GRPC_XDS_SOTW',
-      CONFIG_GRPC_XDS_SERVER_URL: `127.0.0.1:${xdsPort}`,
-      CONFIG_GRPC_XDS_NODE_ID: 'pod-a',
-      XDS_CLIENT_BACKOFF_INITIAL_INTERVAL: '100ms',
-      XDS_CLIENT_BACKOFF_MAX_INTERVAL: '500ms',
-      FORCE_START_WITHOUT_INITIAL_CONFIG: 'true',
-    },
-    appOptions: { xdsSourceFactory: createXdsSource },
-  });
+  pod = await startXdsPod('pod-a', xdsPort);
 });
 t.teardown(async () => {
   await pod?.close();

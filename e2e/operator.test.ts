@@ -5,8 +5,7 @@
 import t from 'tap';
 import { openRawAdsStream } from '../control-plane/testing.js';
 import { RATELIMIT_CONFIG_TYPE_URL } from '../proto/index.js';
-import { roomInWindow, startTestApp, type TestApp } from '../ratelimit/test-support.js';
-import { createXdsSource } from '../ratelimit/xds-source.js';
+import { roomInWindow, type TestApp } from '../ratelimit/test-support.js';
 import { RateLimitOperator } from '../operator/operator.js';
 import {
   applyRlc,
@@ -19,6 +18,7 @@ import {
 } from '../operator/testing.js';
 import { freePort } from './harness/net.js';
 import { startKube, type KubeHarness } from './harness/kube.js';
+import { startXdsPod } from './harness/operator.js';
 
 let kube: KubeHarness;
 let operator: RateLimitOperator;
@@ -45,18 +45,7 @@ t.before(async () => {
   await installCrd(kube.kubeConfig);
   xdsPort = await freePort();
   operator = await startOperator();
-  pod = await startTestApp({
-    env: {
-      CONFIG_TYPE: 'GRPC_XDS_SOTW',
-      CONFIG_GRPC_XDS_SERVER_URL: `127.0.0.1:${xdsPort}`,
-      CONFIG_GRPC_XDS_NODE_ID: 'pod-a',
-      CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL: '200ms',
-      XDS_CLIENT_BACKOFF_INITIAL_INTERVAL: '100ms',
-      XDS_CLIENT_BACKOFF_MAX_INTERVAL: '500ms',
-      FORCE_START_WITHOUT_INITIAL_CONFIG: 'true',
-    },
-    appOptions: { xdsSourceFactory: createXdsSource },
-  });
+  pod = await startXdsPod('pod-a', xdsPort);
 });
 t.teardown(async () => {
   await pod?.close();
