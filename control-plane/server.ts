@@ -7,7 +7,6 @@
 // is never sent again on that stream.
 import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import { readFileSync } from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
 import {
   announcedFeatures,
@@ -17,6 +16,9 @@ import {
   type WireDiscoveryResponse,
 } from '../proto/index.js';
 import type { Resource, SnapshotCache } from './cache.js';
+import { ReloadingTlsFiles, reloadingServerCredentials, type TlsFiles } from './tls.js';
+
+export type { TlsFiles } from './tls.js';
 
 export interface Logger {
   debug(obj: object, msg?: string): void;
@@ -118,16 +120,6 @@ export function isOversizeMessage(message: string): boolean {
   return message.startsWith(OVERSIZE_MESSAGE_PREFIX);
 }
 
-export interface TlsFiles {
-  /** PEM certificate chain of the server. */
-  readonly certFile: string;
-  readonly keyFile: string;
-  /** PEM CA bundle to verify client certificates with; required for mutual TLS. */
-  readonly caFile?: string;
-  /** Mutual TLS: reject clients without a certificate signed by caFile (default true when caFile is set). */
-  readonly requireClientCert?: boolean;
-}
-
 export interface KeepaliveOptions {
   /** Server pings an idle connection after this long (default 30 s). */
   readonly timeMs?: number;
@@ -208,6 +200,7 @@ export class AdsServer extends EventEmitter<AdsServerEvents> {
   private boundPort = 0;
   private readonly onCacheChange = () => this.pushAll();
   private readonly maxSendBytes: number;
+  private tlsFiles: ReloadingTlsFiles | undefined;
 
   constructor(private readonly opts: AdsServerOptions) {
     super();
@@ -268,18 +261,17 @@ export class AdsServer extends EventEmitter<AdsServerEvents> {
   private credentials(): grpc.ServerCredentials {
     const t = this.opts.tls;
     if (!t) return grpc.ServerCredentials.createInsecure();
-    const ca = t.caFile ? readFileSync(t.caFile) : null;
-    return grpc.ServerCredentials.createSsl(
-      ca,
-      [{ cert_chain: readFileSync(t.certFile), private_key: readFileSync(t.keyFile) }],
-      ca ? (t.requireClientCert ?? true) : false,
-    );
+    this.tlsFiles = new ReloadingTlsFiles(t, this.log);
+    this.tlsFiles.start();
+    return reloadingServerCredentials(t, this.tlsFiles);
   }
 
   async close(): Promise<void> {
     const server = this.server;
     if (!server) return;
     this.server = undefined;
+    this.tlsFiles?.close();
+    this.tlsFiles = undefined;
     this.cache.off('change', this.onCacheChange);
     // Ending our side of each stream lets clients reconnect elsewhere at once.
     for (const s of this.open.values()) {
