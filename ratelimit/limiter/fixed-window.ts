@@ -100,7 +100,8 @@ export class FixedWindowLimiter {
     const now = this.nowSeconds();
     const n = matches.length;
     const keys: (string | undefined)[] = new Array(n);
-    const localOver: boolean[] = new Array(n).fill(false);
+    // Allocated on the first descriptor the local over-limit cache answers (rare on the hot path).
+    let localOver: boolean[] | undefined;
     let anyLocalOver = false;
     let keyCount = 0;
     let scripted: number[] | undefined;
@@ -119,17 +120,20 @@ export class FixedWindowLimiter {
       keys[i] = key;
       keyCount++;
       if (this.localCache !== undefined && this.localCache.has(key)) {
-        localOver[i] = true;
+        (localOver ??= new Array<boolean>(n).fill(false))[i] = true;
         anyLocalOver = true;
       }
     }
 
     // Hits sent to the store per descriptor. With STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, once one
     // descriptor is (or is about to be) over limit the others are not incremented (INCRBY 0).
-    const storeHits = hits.slice();
+    // Copied only when STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT may change it.
+    let storeHits: number[] | readonly number[] = hits;
     if (this.stopIncrementWhenOverlimit) {
+      const changed = hits.slice();
+      storeHits = changed;
       if (anyLocalOver) {
-        for (let i = 0; i < n; i++) storeHits[i] = 0;
+        for (let i = 0; i < n; i++) changed[i] = 0;
       } else if (keyCount > 1) {
         const probe: CounterOp[] = [];
         const probeIndex: number[] = [];
@@ -151,7 +155,7 @@ export class FixedWindowLimiter {
         for (let j = 0; j < probeIndex.length; j++) {
           const i = probeIndex[j];
           if (current.length > 0 && current[j] + hits[i] > matches[i]!.rule.requestsPerUnit) {
-            for (let k = 0; k < n; k++) if (k !== i) storeHits[k] = 0;
+            for (let k = 0; k < n; k++) if (k !== i) changed[k] = 0;
             break;
           }
         }
@@ -162,7 +166,7 @@ export class FixedWindowLimiter {
     const opIndex: number[] = [];
     for (let i = 0; i < n; i++) {
       const m = matches[i];
-      if (!m || localOver[i] || m.rule.scripted) continue;
+      if (!m || localOver?.[i] || m.rule.scripted) continue;
       let expire = m.rule.unitSeconds;
       if (this.jitterMax > 0) expire += Math.floor(this.random() * this.jitterMax);
       ops.push({
@@ -188,7 +192,7 @@ export class FixedWindowLimiter {
     for (let i = 0; i < n; i++) if (!matches[i]) statuses[i] = { ...OK_NO_LIMIT };
     for (let i = 0; i < n; i++) {
       const m = matches[i];
-      if (m && localOver[i]) statuses[i] = this.overLimitFromLocalCache(m, hits[i], now);
+      if (m && localOver?.[i]) statuses[i] = this.overLimitFromLocalCache(m, hits[i], now);
     }
     for (let j = 0; j < opIndex.length; j++) {
       const i = opIndex[j];
@@ -262,13 +266,16 @@ export class FixedWindowLimiter {
   }
 
   /** Counts per op, or the error of each op the store could not count. */
-  private async count(ops: readonly CounterOp[]): Promise<(number | Error)[]> {
+  private count(ops: readonly CounterOp[]): Promise<(number | Error)[]> {
+    // Not async: the store's own promise is returned as is (one promise and two turns fewer per request).
     if (this.store.incrementEach) return this.store.incrementEach(ops);
+    let pending: Promise<number[]>;
     try {
-      return await this.store.increment(ops);
+      pending = this.store.increment(ops);
     } catch (err) {
-      return ops.map(() => err as Error);
+      pending = Promise.reject(err);
     }
+    return pending.then(undefined, (err: unknown) => ops.map(() => err as Error));
   }
 
   private anyModeError(matches: readonly (LimitMatch | undefined)[]): boolean {

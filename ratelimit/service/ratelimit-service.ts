@@ -90,7 +90,8 @@ export class RateLimitService {
     // The reference counts an unknown domain once per descriptor (config GetLimit).
     if (!config.hasDomain(req.domain)) this.opts.stats.domainNotFound(req.domain).inc(n);
     const matches: (LimitMatch | undefined)[] = new Array(n);
-    const unlimited: boolean[] = new Array(n).fill(false);
+    // Allocated on the first unlimited rule matched.
+    let unlimited: boolean[] | undefined;
     let replacing: Set<string> | undefined;
 
     for (let i = 0; i < n; i++) {
@@ -103,7 +104,7 @@ export class RateLimitService {
       }
       if (m.rule.unlimited) {
         // Answered locally without the store; statistics are still collected.
-        unlimited[i] = true;
+        (unlimited ??= new Array<boolean>(n).fill(false))[i] = true;
         matches[i] = undefined;
         this.opts.stats.ruleStats(m.statKey).totalHits.inc(req.hits[i]);
       }
@@ -131,7 +132,7 @@ export class RateLimitService {
         minimum = s;
         minRemaining = s.limitRemaining;
       }
-      if (unlimited[i]) {
+      if (unlimited?.[i]) {
         statuses[i] = { code: 'OK', limitRemaining: MAX_UINT32 };
         continue;
       }
