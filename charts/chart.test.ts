@@ -113,6 +113,7 @@ t.test('the default render: mTLS xDS, debug on loopback, NetworkPolicies, PDBs, 
     '--metrics-listen=0.0.0.0:8080',
     '--health-listen=0.0.0.0:8081',
     '--log-level=info',
+    '--max-send-bytes=4194304',
     '--xds-tls-cert=/etc/ratelimit/xds-tls/tls.crt',
     '--xds-tls-key=/etc/ratelimit/xds-tls/tls.key',
     '--xds-tls-client-ca=/etc/ratelimit/xds-tls/ca.crt',
@@ -193,6 +194,25 @@ t.test(
   },
 );
 
+t.test('xds.maxMessageBytes sets the operator and the pods together', async (t) => {
+  for (const [sets, bytes] of [
+    [[], '4194304'],
+    [['xds.maxMessageBytes=16777216'], '16777216'],
+  ] as const) {
+    const r = await render(...sets);
+    t.equal(r.code, 0, r.stderr);
+    const objs = docs(r.stdout);
+    const operatorArgs: string[] = find(objs, 'Deployment', 'rl-ratelimit-operator').spec.template.spec
+      .containers[0].args;
+    t.ok(operatorArgs.includes(`--max-send-bytes=${bytes}`), `operator sends at most ${bytes} bytes`);
+    t.equal(
+      envOf(find(objs, 'Deployment', 'rl-ratelimit')).XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES,
+      bytes,
+      `pods accept ${bytes} bytes`,
+    );
+  }
+});
+
 t.test(
   'Redis down: the breaker and failure mode settings, and pods stay ready with a failure mode',
   async (t) => {
@@ -212,6 +232,9 @@ t.test(
       REDIS_STARTUP_WAIT: '10s',
       REDIS_TIMEOUT: '10s',
       REDIS_HEALTH_CHECK_ACTIVE_CONNECTION: 'true',
+      CACHE_WRITE_BEHIND_ENABLED: 'false',
+      CACHE_WRITE_BEHIND_INTERVAL: '1s',
+      CACHE_WRITE_BEHIND_MAX_KEYS: '100000',
     });
     const set = await rlEnv(
       'redis.failureMode=local',
@@ -221,6 +244,9 @@ t.test(
       'redis.circuitBreaker.probeInterval=250ms',
       'redis.startupWait=30s',
       'redis.timeout=200ms',
+      'redis.writeBehind.enabled=true',
+      'redis.writeBehind.interval=5s',
+      'redis.writeBehind.maxKeys=5000',
     );
     t.match(set, {
       CACHE_FAILURE_MODE: 'local',
@@ -230,6 +256,9 @@ t.test(
       REDIS_CIRCUIT_BREAKER_PROBE_INTERVAL: '250ms',
       REDIS_STARTUP_WAIT: '30s',
       REDIS_TIMEOUT: '200ms',
+      CACHE_WRITE_BEHIND_ENABLED: 'true',
+      CACHE_WRITE_BEHIND_INTERVAL: '5s',
+      CACHE_WRITE_BEHIND_MAX_KEYS: '5000',
     });
     // A failure mode other than error: pods stay ready through an outage, or the mode would never answer.
     for (const mode of ['allow', 'deny', 'local']) {
@@ -283,6 +312,9 @@ t.test('values.schema.json: a wrong value fails the render, naming the value', a
     ['redis.circuitBreaker.failures=0', /failures/],
     ['redis.circuitBreaker.probeInterval=soon', /probeInterval/],
     ['redis.startupWait=forever', /startupWait/],
+    ['xds.maxMessageBytes=100', /maxMessageBytes/],
+    ['redis.writeBehind.interval=often', /interval/],
+    ['redis.writeBehind.maxKeys=0', /maxKeys/],
   ];
   for (const [set, field] of bad) {
     const r = await render(set);

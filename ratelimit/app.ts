@@ -8,6 +8,7 @@ import {
   CoalescingCounterStore,
   FixedWindowLimiter,
   LocalOverLimitCache,
+  WriteBehindCounterStore,
   type CounterStore,
 } from './limiter/index.js';
 import { createLogger } from './logging.js';
@@ -50,6 +51,8 @@ export class RateLimitApp {
   readonly tracing?: RateLimitTracing;
   readonly health = new HealthChecker();
   readonly store: CounterStore;
+  /** CACHE_WRITE_BEHIND_ENABLED: the local-decision layer; closed (and so flushed) before the store. */
+  readonly writeBehind?: WriteBehindCounterStore;
   /** The store the limiter counts in (store, decorated). */
   private readonly limiterStore: CounterStore;
   readonly service: RateLimitService;
@@ -73,7 +76,11 @@ export class RateLimitApp {
     });
     this.tracing = createTracing(s.tracing, { logger: this.logger });
     // Concurrent hits on one key share one INCRBY (exact per-caller counts); off: one op per request.
-    const counting = s.coalesceIncrements ? new CoalescingCounterStore(this.store) : this.store;
+    const coalescing = s.coalesceIncrements ? new CoalescingCounterStore(this.store) : this.store;
+    // Write-behind (off by default): known fixed-window keys decided locally, hits sent per interval.
+    if (s.writeBehind.enabled)
+      this.writeBehind = new WriteBehindCounterStore(coalescing, s.writeBehind, this.stats);
+    const counting = this.writeBehind ?? coalescing;
     this.limiterStore = this.tracing
       ? this.tracing.wrapStore(counting, cacheSpanName(s.backendType))
       : counting;
@@ -287,7 +294,8 @@ export class RateLimitApp {
     clearInterval(this.healthTimer);
     await Promise.all([this.grpc?.close(deadlineMs), this.http?.close(), this.debug?.close()]);
     await this.configSource?.close();
-    await this.store.close();
+    // The write-behind layer sends its pending hits first, then closes the store under it.
+    await (this.writeBehind ?? this.store).close();
     await this.statsPipeline.close();
     await this.tracing?.close();
   }

@@ -106,6 +106,8 @@ export interface Settings {
   stopCacheKeyIncrementWhenOverlimit: boolean;
   /** Ours: merge concurrent increments of one key into one store command (default true). */
   coalesceIncrements: boolean;
+  /** Ours (CACHE_WRITE_BEHIND_*): decide known fixed-window keys locally, send their hits in batches. */
+  writeBehind: { enabled: boolean; intervalMs: number; maxKeys: number };
   responseHeadersEnabled: boolean;
   headerLimit: string;
   headerRemaining: string;
@@ -259,6 +261,11 @@ export function loadSettings(env: Env = process.env): Settings {
     backendType,
     stopCacheKeyIncrementWhenOverlimit: r.bool('STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT', false),
     coalesceIncrements: r.bool('COALESCE_INCREMENTS', true),
+    writeBehind: {
+      enabled: r.bool('CACHE_WRITE_BEHIND_ENABLED', false),
+      intervalMs: r.durationMs('CACHE_WRITE_BEHIND_INTERVAL', 1000),
+      maxKeys: r.int('CACHE_WRITE_BEHIND_MAX_KEYS', 100_000, { min: 1, max: 10_000_000 }),
+    },
     responseHeadersEnabled: r.bool('LIMIT_RESPONSE_HEADERS_ENABLED', false),
     headerLimit: r.string('LIMIT_LIMIT_HEADER', 'RateLimit-Limit'),
     headerRemaining: r.string('LIMIT_REMAINING_HEADER', 'RateLimit-Remaining'),
@@ -343,6 +350,13 @@ export function loadSettings(env: Env = process.env): Settings {
   }
   if (s.redisCircuitBreaker.probeIntervalMs < 10) {
     throw new SettingsError('REDIS_CIRCUIT_BREAKER_PROBE_INTERVAL', 'must be at least 10ms');
+  }
+  // Checked even when the mode is off, so a typo is found before someone turns it on.
+  if (s.writeBehind.intervalMs < 10 || s.writeBehind.intervalMs > 60_000) {
+    throw new SettingsError(
+      'CACHE_WRITE_BEHIND_INTERVAL',
+      `must be between 10ms and 1m, got ${s.writeBehind.intervalMs}ms (it bounds how stale a pod's counts may be)`,
+    );
   }
   if (s.memcache.hostPort.length > 0 && s.memcache.srv !== '') {
     throw new SettingsError('MEMCACHE_SRV', 'MEMCACHE_HOST_PORT and MEMCACHE_SRV are mutually exclusive');
