@@ -1,15 +1,26 @@
 // CONFIG_TYPE=GRPC_XDS_SOTW: the xDS client feeds validated configs to the app.
 // A config that fails validation is NACKed with the validator's message and the previous one keeps
 // serving; while disconnected the last good config keeps serving.
+// A push takes the files' path: decoded and validated on the config worker thread (YamlParser), then
+// compiled here in time slices, so a 10k-descriptor push does not stall the decisions; the previous
+// config serves until the new one is compiled.
 import type { ConfigSource, RateLimitApp } from './app.js';
-import { compileConfig } from './config/index.js';
+import { buildConfigInSlices } from './config/index.js';
+import { YamlParser } from './runtime/yaml-parser.js';
 import { XdsConfigClient } from './xds/index.js';
 import { NODE_FEATURES_METADATA_KEY } from '../proto/index.js';
 
-export async function createXdsSource(app: RateLimitApp): Promise<ConfigSource> {
+/** The xDS config source; its client's events say when a push arrived and how it ended. */
+export interface XdsConfigSource extends ConfigSource {
+  readonly client: XdsConfigClient;
+}
+
+export async function createXdsSource(app: RateLimitApp): Promise<XdsConfigSource> {
   const s = app.settings;
   const x = s.xds;
   const log = app.logger.child({ component: 'xds' });
+  const worker = new YamlParser({ limits: s.configYamlLimits, timeoutMs: s.configParseTimeoutMs });
+  let closing = false;
   const client = new XdsConfigClient({
     nodeId: x.nodeId,
     // What this pod enforces beyond the reference's fields; the control plane sends nothing else.
@@ -30,19 +41,27 @@ export async function createXdsSource(app: RateLimitApp): Promise<ConfigSource> 
     },
     maxMessageSize: x.maxMsgSizeBytes > 0 ? x.maxMsgSizeBytes : undefined,
     logger: log,
-    onConfig: (documents) => {
+    onEncodedConfig: async (messages) => {
       try {
-        const config = compileConfig(documents, { mergeDomainConfig: s.mergeDomainConfig });
+        const documents = await worker.decodeXds(messages);
+        const config = await buildConfigInSlices(documents, s.mergeDomainConfig);
         app.setConfig(config);
         return undefined;
       } catch (err) {
-        app.applyConfig({ error: err as Error });
+        // A decode abandoned by close() is not a bad config.
+        if (!closing) app.applyConfig({ error: err as Error });
         return (err as Error).message;
       }
     },
   });
   return {
+    client,
     start: async () => client.start(),
-    close: () => client.close(),
+    // The worker first: a decode in progress is abandoned, so closing never waits on it.
+    close: async () => {
+      closing = true;
+      await worker.close();
+      await client.close();
+    },
   };
 }

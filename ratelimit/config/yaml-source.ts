@@ -14,6 +14,7 @@ import {
   type Node,
 } from 'yaml';
 import { ConfigError } from './errors.js';
+import { FULL_PATH, GO_INT, STRING_FIELDS, isGoFloat, readYamlFast } from './yaml-fast.js';
 import type { ConfigSource } from './types.js';
 
 /**
@@ -143,23 +144,13 @@ function measure(name: string, doc: Document, limits: YamlLimits): void {
     throw limitError(name, 'maxNodes', 'the number of nodes after alias expansion', limits.maxNodes);
 }
 
-/** Fields the reference decodes into Go strings: yaml.v2 keeps the scalar's text (`value: 010` is "010"). */
-const STRING_FIELDS = new Set(['domain', 'key', 'value', 'unit', 'name']);
-
 function firstLine(message: string): string {
   const line = message.split('\n', 1)[0] ?? message;
   return line.replace(/ at line \d+, column \d+:?$/, '');
 }
 
-// How Go's yaml.v2 (YAML 1.1) types a plain scalar: the yaml package's 1.1 schema is laxer (it reads
-// `e1` as a float and `1:30` as sexagesimal), so decisions that change errors use these instead.
-const GO_INT = /^[-+]?(0b[01_]+|0x[0-9a-fA-F_]+|0[0-7_]*|[1-9][0-9_]*)$/;
-const GO_FLOAT = /^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$/;
-const GO_SPECIAL_FLOAT = /^([-+]?\.(inf|Inf|INF)|\.(nan|NaN|NAN))$/;
-
-function isGoFloat(text: string): boolean {
-  return (GO_FLOAT.test(text) && !GO_INT.test(text)) || GO_SPECIAL_FLOAT.test(text);
-}
+// How Go's yaml.v2 (YAML 1.1) types a plain scalar (GO_INT, isGoFloat): the yaml package's 1.1 schema is
+// laxer (it reads `e1` as a float and `1:30` as sexagesimal), so decisions that change errors use those.
 
 type ScalarNode = Node & { value: unknown; source?: string };
 
@@ -265,6 +256,19 @@ export function checkYamlDocument(
  * ConfigError naming the file (and the limit with its setting when one is exceeded).
  */
 export function parseYamlSource(src: ConfigSource, limits: YamlLimits = DEFAULT_YAML_LIMITS): unknown {
+  const bytes = Buffer.byteLength(src.yaml, 'utf8');
+  if (bytes > limits.maxBytes)
+    throw limitError(src.name, 'maxBytes', `the file's size (${bytes} bytes)`, limits.maxBytes);
+  // An ordinary file is read by the fast door (yaml-fast.ts); anything else, and every error, here.
+  const fast = readYamlFast(src.yaml, limits);
+  return fast === FULL_PATH ? parseYamlSourceFully(src, limits) : fast;
+}
+
+/**
+ * parseYamlSource with the `yaml` package alone: every scalar's source and every error's line. What the
+ * fast door must agree with (yaml-fast.test.ts compares them).
+ */
+export function parseYamlSourceFully(src: ConfigSource, limits: YamlLimits = DEFAULT_YAML_LIMITS): unknown {
   checkYamlText(src.name, src.yaml, limits);
   // YAML 1.1 like the reference's yaml.v2: yes/no/on/off are booleans, `<<` merges.
   const docs = parseAllDocuments(src.yaml, { version: '1.1', prettyErrors: true, merge: true });

@@ -5,6 +5,7 @@ import { mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync, writeFileSync 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { descriptor, eventually, startTestApp } from '../test-support.js';
+import { FileConfigProvider, type ConfigUpdate, type FileProviderOptions } from './file-provider.js';
 
 const limitYaml = (n: number) => `
 domain: reload
@@ -126,4 +127,44 @@ t.test('RUNTIME_IGNOREDOTFILES skips dot files', async (t) => {
   });
   t.teardown(() => svc.close());
   t.same(svc.app.service.getConfig()!.domains, ['reload']);
+});
+
+t.test('a reload parses only the files that changed; a removed file is dropped', async (t) => {
+  const root = mkdtempSync(join(tmpdir(), 'rl-cache-'));
+  t.teardown(() => rmSync(root, { recursive: true, force: true }));
+  const dir = join(root, 'config');
+  mkdirSync(dir);
+  const domainYaml = (d: string, n: number) =>
+    `domain: ${d}\ndescriptors:\n  - key: k\n    rate_limit: { unit: minute, requests_per_unit: ${n} }\n`;
+  writeFileSync(join(dir, 'a.yaml'), domainYaml('a', 1));
+  writeFileSync(join(dir, 'b.yaml'), domainYaml('b', 1));
+  writeFileSync(join(dir, 'c.yaml'), domainYaml('c', 1));
+  const debug: string[] = [];
+  const updates: ConfigUpdate[] = [];
+  const provider = new FileConfigProvider(
+    {
+      root,
+      appDirectory: 'config',
+      watchRoot: false,
+      pollIntervalMs: 50,
+      logger: { debug: (m: string) => void debug.push(m) } as FileProviderOptions['logger'],
+    },
+    (u) => updates.push(u),
+  );
+  t.teardown(() => provider.close());
+  await provider.start();
+  t.ok(debug.includes('parsing 3 of 3 files (the others are unchanged)'), 'the first load parses every file');
+  const limitOf = (u: ConfigUpdate | undefined, domain: string) =>
+    u && 'config' in u
+      ? u.config.getLimit(domain, { entries: [{ key: 'k', value: 'v' }] })?.rule.requestsPerUnit
+      : undefined;
+  writeFileSync(join(dir, 'b.yaml'), domainYaml('b', 2));
+  await eventually(() => limitOf(updates.at(-1), 'b') === 2, 10_000, 'the edit of b.yaml');
+  t.ok(debug.includes('parsing 1 of 3 files (the others are unchanged)'), 'only b.yaml is parsed again');
+  t.equal(limitOf(updates.at(-1), 'a'), 1, 'the unchanged files still serve');
+  t.equal(limitOf(updates.at(-1), 'c'), 1);
+  rmSync(join(dir, 'c.yaml'));
+  await eventually(() => limitOf(updates.at(-1), 'c') === undefined, 10_000, 'the removal of c.yaml');
+  t.ok(debug.includes('parsing 0 of 2 files (the others are unchanged)'), 'a removal parses nothing');
+  t.equal(limitOf(updates.at(-1), 'b'), 2);
 });

@@ -8,6 +8,7 @@ import { dirname, join } from 'node:path';
 import {
   buildConfigInSlices,
   ConfigError,
+  type CheckedDocument,
   type ConfigSource,
   type RateLimitConfig,
 } from '../config/index.js';
@@ -41,6 +42,12 @@ export class FileConfigProvider {
   private running: Promise<void> = Promise.resolve();
   private closed = false;
   private readonly parser: YamlParser;
+  /**
+   * Each file's last text and its validated document: a reload parses only the files whose text
+   * changed (one domain's edit does not re-read the others). Holds the config's text and documents
+   * once more in memory; files no longer listed are dropped on the next load.
+   */
+  private readonly checked = new Map<string, { yaml: string; document: CheckedDocument }>();
 
   constructor(
     private readonly opts: FileProviderOptions,
@@ -162,7 +169,14 @@ export class FileConfigProvider {
       );
       // Parsing and validation (the expensive part of a large reload) run on a worker thread; the
       // compile runs here in time slices, so decisions keep flowing during a reload.
-      const documents = await this.parser.parse(sources);
+      const changed = sources.filter((src) => this.checked.get(src.name)?.yaml !== src.yaml);
+      this.opts.logger?.debug(
+        `parsing ${changed.length} of ${sources.length} files (the others are unchanged)`,
+      );
+      const parsed = changed.length > 0 ? await this.parser.parse(changed) : [];
+      changed.forEach((src, i) => this.checked.set(src.name, { yaml: src.yaml, document: parsed[i]! }));
+      for (const name of this.checked.keys()) if (!files.includes(name)) this.checked.delete(name);
+      const documents = sources.map((src) => this.checked.get(src.name)!.document);
       const config = await buildConfigInSlices(documents, this.opts.mergeDomainConfig === true);
       if (!this.closed) this.onUpdate({ config, sources: files });
     } catch (err) {

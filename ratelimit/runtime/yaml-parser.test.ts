@@ -1,6 +1,7 @@
 import t from 'tap';
 import { buildConfigInSlices, ConfigError, loadConfig } from '../config/index.js';
 import { cfg10kYaml } from '../../e2e/bench/workloads.js';
+import { runCommand } from '../../e2e/harness/proc.js';
 import { workerExecArgv, YamlParser } from './yaml-parser.js';
 
 t.test(
@@ -82,4 +83,46 @@ t.test('the worker gets the node flags minus module hooks and profilers', async 
     ]),
     ['--max-old-space-size=512', '--enable-source-maps'],
   );
+});
+
+t.test('a V8 flag on the command line (refused in a worker) still parses on the worker', async (t) => {
+  // `node --max-old-space-size=... bin/ratelimit.js` is common in Kubernetes; Node refuses V8 flags in a
+  // worker's execArgv, and the service used to come up without a config.
+  const script = [
+    `import { YamlParser } from ${JSON.stringify(new URL('./yaml-parser.ts', import.meta.url).href)};`,
+    'const p = new YamlParser();',
+    "const d = await p.parse([{ name: 'a.yaml', yaml: 'domain: d\\ndescriptors:\\n  - key: a\\n' }]);",
+    'console.log(JSON.stringify({ domain: d[0].domain, counts: p.counts }));',
+    'await p.close();',
+  ].join('\n');
+  const r = await runCommand(
+    process.execPath,
+    [
+      '--max-old-space-size=256',
+      '--max-semi-space-size=8',
+      '--import',
+      'tsx',
+      '--input-type=module',
+      '-e',
+      script,
+    ],
+    { timeoutMs: 120_000 },
+  );
+  t.equal(r.code, 0, r.stderr);
+  t.same(JSON.parse(r.stdout.trim().split('\n').pop()!), {
+    domain: 'd',
+    counts: { worker: 1, inline: 0, timedOut: 0 },
+  });
+});
+
+t.test('an idle worker ends, and the next parse starts another', async (t) => {
+  const p = new YamlParser({ idleMs: 100 });
+  t.teardown(() => p.close());
+  const source = { name: 'a.yaml', yaml: 'domain: d\ndescriptors:\n  - key: a\n' };
+  await p.parse([source]);
+  const deadline = Date.now() + 10_000;
+  while (p.workerRunning && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  t.notOk(p.workerRunning, 'the idle worker was ended');
+  t.same((await p.parse([source]))[0]?.domain, 'd');
+  t.same(p.counts, { worker: 2, inline: 0, timedOut: 0 }, 'both parses ran on a worker');
 });

@@ -1,5 +1,6 @@
-// Parses and validates config YAML on a worker thread, so a large reload does not stall the decision
-// path; the main thread only compiles the validated documents, in time slices (buildConfigInSlices). The worker is started on first use
+// Parses and validates config on a worker thread (YAML files, and the encoded RateLimitConfig messages
+// of an xDS push), so a large reload does not stall the decision path; the main thread only compiles
+// the validated documents, in time slices (buildConfigInSlices). The worker is started on first use
 // and reused; if it cannot start, parsing falls back to the main thread. A parse past its deadline
 // ends the worker (a synchronous parse cannot be interrupted otherwise) and is reported as rejected.
 import { createRequire } from 'node:module';
@@ -8,7 +9,7 @@ import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { ConfigError, type CheckedDocument, type ConfigSource } from '../config/index.js';
 import { DEFAULT_YAML_LIMITS, type YamlLimits } from '../config/yaml-source.js';
-import { parseAndCheck, type ParseReply } from './parse-worker.js';
+import { decodeAndCheck, parseAndCheck, type ParseReply, type ParseRequest } from './parse-worker.js';
 
 // The build loads parse-worker.js; source runs (tests, through tsx) load parse-worker.ts with tsx's loader.
 const FROM_SOURCE = import.meta.url.endsWith('.ts');
@@ -41,12 +42,33 @@ export function workerExecArgv(argv: readonly string[] = process.execArgv): stri
   return out;
 }
 
+/** A worker idle this long is ended (the next parse starts another, in tens of milliseconds). */
+export const WORKER_IDLE_MS = 10_000;
+
+/**
+ * A worker with the process' flags; V8 and per-process flags (`--max-old-space-size`, `--trace-gc`, ...)
+ * are refused in a worker's execArgv (ERR_WORKER_INVALID_EXEC_ARGV), and then it starts without any:
+ * the parse needs none of them.
+ */
+export function startWorker(url: URL, execArgv: string[] = workerExecArgv()): Worker {
+  try {
+    return new Worker(url, { execArgv });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ERR_WORKER_INVALID_EXEC_ARGV') throw err;
+    return new Worker(url, { execArgv: [] });
+  }
+}
+
 export interface YamlParserOptions {
   /** Bounds on each file, checked before it expands (DEFAULT_YAML_LIMITS when absent). */
   limits?: YamlLimits;
   /** A parse running longer is stopped (the worker terminated) and rejected; 0 disables. */
   timeoutMs?: number;
+  /** An idle worker is ended after this long (WORKER_IDLE_MS). */
+  idleMs?: number;
 }
+
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
 
 /** Why a parse ended without a result when the worker (not the file) is the reason. */
 class WorkerGone extends Error {
@@ -77,18 +99,41 @@ export class YamlParser {
   private readonly waiting = new Map<number, Waiting>();
   private readonly limits: YamlLimits;
   private readonly timeoutMs: number;
+  private readonly idleMs: number;
+  private idleTimer: NodeJS.Timeout | undefined;
 
   constructor(opts: YamlParserOptions = {}) {
     this.limits = opts.limits ?? DEFAULT_YAML_LIMITS;
     this.timeoutMs = opts.timeoutMs ?? 30_000;
+    this.idleMs = opts.idleMs ?? WORKER_IDLE_MS;
+  }
+
+  /** Whether a worker thread is running now. */
+  get workerRunning(): boolean {
+    return this.worker !== undefined;
   }
 
   /** Parsed and validated documents (see parse-worker.ts); throws the first ConfigError. */
-  async parse(sources: ConfigSource[]): Promise<CheckedDocument[]> {
+  parse(sources: ConfigSource[]): Promise<CheckedDocument[]> {
+    return this.run({ sources, limits: this.limits }, sources[0]?.name ?? '', async () =>
+      parseAndCheck(sources, this.limits),
+    );
+  }
+
+  /** Decoded and validated xDS resources (encoded RateLimitConfig messages); throws the first ConfigError. */
+  decodeXds(messages: Uint8Array[]): Promise<CheckedDocument[]> {
+    return this.run({ messages }, 'xDS resources', () => decodeAndCheck(messages));
+  }
+
+  private async run(
+    request: DistributiveOmit<ParseRequest, 'id'>,
+    firstName: string,
+    inline: () => Promise<CheckedDocument[]>,
+  ): Promise<CheckedDocument[]> {
     if (this.closed) throw new Error('config parser is closed');
     let reply: ParseReply;
     try {
-      reply = await this.roundTrip(sources);
+      reply = await this.roundTrip(request, firstName);
     } catch (err) {
       // No worker at all (e.g. a restricted runtime): parse here, and say once why a reload may stall.
       // A worker that started and then died, timed out or was closed is not retried on this thread:
@@ -100,7 +145,7 @@ export class YamlParser {
         );
       }
       this.counts.inline++;
-      return parseAndCheck(sources, this.limits);
+      return inline();
     }
     this.counts.worker++;
     if ('progress' in reply) throw new Error('unexpected progress reply');
@@ -110,13 +155,13 @@ export class YamlParser {
     throw new Error(e.message);
   }
 
-  private roundTrip(sources: ConfigSource[]): Promise<ParseReply> {
+  private roundTrip(request: DistributiveOmit<ParseRequest, 'id'>, firstName: string): Promise<ParseReply> {
     const w = this.ensureWorker();
     const id = ++this.seq;
     return new Promise((resolve, reject) => {
       let timer: NodeJS.Timeout | undefined;
       const entry: Waiting = {
-        file: sources[0]?.name ?? '',
+        file: firstName,
         resolve: (r) => {
           clearTimeout(timer);
           resolve(r);
@@ -146,13 +191,19 @@ export class YamlParser {
         timer.unref();
       };
       this.waiting.set(id, entry);
-      w.postMessage({ id, sources, limits: this.limits });
+      w.postMessage({ id, ...request } as ParseRequest);
     });
   }
 
   private ensureWorker(): Worker {
+    clearTimeout(this.idleTimer);
     if (this.worker) return this.worker;
-    const w = new Worker(FROM_SOURCE ? sourceBootstrap() : WORKER_URL, { execArgv: workerExecArgv() });
+    let w: Worker;
+    try {
+      w = startWorker(FROM_SOURCE ? sourceBootstrap() : WORKER_URL);
+    } catch (err) {
+      throw new WorkerGone((err as Error).message, true);
+    }
     w.unref();
     let online = false;
     w.once('online', () => (online = true));
@@ -167,6 +218,11 @@ export class YamlParser {
       }
       this.waiting.delete(r.id);
       p?.resolve(r);
+      if (this.waiting.size === 0 && this.idleMs > 0) {
+        clearTimeout(this.idleTimer);
+        this.idleTimer = setTimeout(() => this.waiting.size === 0 && this.stopWorker(), this.idleMs);
+        this.idleTimer.unref();
+      }
     });
     const fail = (err: Error) => {
       if (this.worker !== w) return;
@@ -183,6 +239,7 @@ export class YamlParser {
 
   /** Terminates the worker (not waiting for it) and fails what waits on it. */
   private stopWorker(): void {
+    clearTimeout(this.idleTimer);
     const w = this.worker;
     if (!w) return;
     this.worker = undefined;

@@ -51,8 +51,19 @@ export interface XdsConfigClientOptions {
   readonly backoff?: Partial<BackoffOptions>;
   /** XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES: largest response accepted (grpc default 4 MiB). */
   readonly maxMessageSize?: number;
-  /** Validates and applies a config; returns an error message to NACK, undefined to ACK. */
-  readonly onConfig: (documents: ParsedConfigSource[], version: string) => string | undefined;
+  /**
+   * Validates and applies a config; returns (or resolves to) an error message to NACK, undefined to ACK.
+   * Gets the decoded documents; not called when onEncodedConfig is given.
+   */
+  readonly onConfig?: (
+    documents: ParsedConfigSource[],
+    version: string,
+  ) => string | undefined | Promise<string | undefined>;
+  /**
+   * As onConfig, but gets each resource's encoded RateLimitConfig message, so that decoding (hundreds of
+   * ms for 10k descriptors) can run off this thread. Responses are applied one at a time, in order.
+   */
+  readonly onEncodedConfig?: (messages: Uint8Array[], version: string) => Promise<string | undefined>;
   readonly logger?: XdsLogger;
 }
 
@@ -61,8 +72,10 @@ export interface XdsConfigClientEvents {
   connected: [];
   /** The stream ended; a reconnect follows after `delayMs`. */
   disconnected: [{ error?: Error; delayMs: number }];
-  /** A config was accepted (and ACKed). */
-  config: [{ version: string; documents: ParsedConfigSource[] }];
+  /** A config arrived; it is validated and applied next (then `config`/`ack` or `nack`). */
+  response: [{ version: string; nonce: string; resources: number }];
+  /** A config was accepted (and ACKed): its version and number of resources. */
+  config: [{ version: string; resources: number }];
   ack: [{ version: string; nonce: string }];
   nack: [{ version: string; nonce: string; message: string }];
 }
@@ -82,9 +95,13 @@ export class XdsConfigClient extends EventEmitter<XdsConfigClientEvents> {
   private closed = false;
   private acked: string | undefined;
   private readonly node: WireNode;
+  /** The response being applied: the next one waits for it (ACKs and NACKs go out in order). */
+  private applying: Promise<void> = Promise.resolve();
 
   constructor(private readonly opts: XdsConfigClientOptions) {
     super();
+    if (!opts.onConfig && !opts.onEncodedConfig)
+      throw new Error('XdsConfigClient needs onConfig or onEncodedConfig');
     this.log = opts.logger ?? silent;
     this.backoff = new ExponentialBackoff({ ...DEFAULT_BACKOFF, ...opts.backoff });
     const fields: Record<string, { stringValue: string }> = {};
@@ -217,27 +234,53 @@ export class XdsConfigClient extends EventEmitter<XdsConfigClientEvents> {
       this.log.warn({ typeUrl: resp.typeUrl }, 'ignoring xDS response of an unrequested type');
       return;
     }
+    this.emit('response', { version, nonce, resources: resp.resources?.length ?? 0 });
+    this.applying = this.applying
+      .then(() => this.apply(call, resp, version, nonce))
+      .catch((err: unknown) => this.log.error({ err }, 'xDS response not handled'));
+  }
+
+  /** Validates and applies one response, then ACKs or NACKs it on its stream if that still runs. */
+  private async apply(
+    call: AdsCall,
+    resp: WireDiscoveryResponse,
+    version: string,
+    nonce: string,
+  ): Promise<void> {
+    // A response of a stream that ended meanwhile: the next stream gets the current config again.
+    if (call !== this.call || this.closed) return;
+    const resources = resp.resources ?? [];
     let error: string | undefined;
-    let documents: ParsedConfigSource[] = [];
     try {
-      documents = (resp.resources ?? []).map((any, i) => {
+      const messages = resources.map((any, i) => {
         if (any.type_url !== RATELIMIT_CONFIG_TYPE_URL) {
           throw new Error(`resource ${i}: unexpected type ${any.type_url ?? ''}`);
         }
-        const msg = decodeRateLimitConfig(any.value ?? new Uint8Array());
-        return { name: msg.name, document: rateLimitConfigToDocument(msg) };
+        return any.value ?? new Uint8Array();
       });
-      error = this.opts.onConfig(documents, version);
+      if (this.opts.onEncodedConfig) {
+        error = await this.opts.onEncodedConfig(messages, version);
+      } else {
+        const documents = messages.map((bytes) => {
+          const msg = decodeRateLimitConfig(bytes);
+          return { name: msg.name, document: rateLimitConfigToDocument(msg) };
+        });
+        error = await this.opts.onConfig!(documents, version);
+      }
     } catch (err) {
       error = err instanceof Error ? err.message : String(err);
     }
+    if (this.closed) return;
+    const current = call === this.call;
     if (error === undefined) {
+      // Applied: this is what the pod runs, announced on the next stream if this one ended.
       this.acked = version;
-      this.send(call, { versionInfo: version, responseNonce: nonce });
-      this.log.info({ version, resources: documents.length }, 'xDS config applied');
-      this.emit('config', { version, documents });
-      this.emit('ack', { version, nonce });
+      if (current) this.send(call, { versionInfo: version, responseNonce: nonce });
+      this.log.info({ version, resources: resources.length }, 'xDS config applied');
+      this.emit('config', { version, resources: resources.length });
+      if (current) this.emit('ack', { version, nonce });
     } else {
+      if (!current) return;
       this.send(call, {
         versionInfo: this.acked ?? '',
         responseNonce: nonce,
