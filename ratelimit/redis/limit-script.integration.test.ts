@@ -317,6 +317,46 @@ t.test('a single fixed window keeps the reference commands (INCRBY/EXPIRE, no sc
   t.equal(stats.evalsha + stats.eval, 0, 'no script');
 });
 
+t.test('script calls of one event-loop turn reach Redis in one write, each decided alone', async (t) => {
+  const redis = await startRedis();
+  t.teardown(() => redis.stop());
+  const store = new RedisCounterStore({ settings: redisSettings({ REDIS_URL: redis.url }), tlsFiles: noTls });
+  await store.start(10_000);
+  t.teardown(() => store.close());
+  let now = START_MS;
+  const limiter = new FixedWindowLimiter({ store, stats: new StatsStore(), nowMs: () => now });
+  const tb = config.getLimit('d', { entries: [{ key: 'tb', value: 'turn' }] })!;
+  await limiter.doLimit('d', [tb], [0]); // the connection has loaded the script (EVAL) before we count
+  now += 1;
+  const reads = async () =>
+    Number(
+      /total_reads_processed:(\d+)/.exec(
+        String(await respCommand({ port: redis.port }, 'INFO', 'stats')),
+      )?.[1],
+    );
+  const before = await reads();
+  // 12 calls, each in its own tick as HTTP/2 hands the service one stream per process.nextTick.
+  const calls: Promise<{ code: string }[]>[] = [];
+  await new Promise<void>((done) => {
+    const step = () => {
+      calls.push(limiter.doLimit('d', [tb], [1]));
+      if (calls.length < 12) process.nextTick(step);
+      else done();
+    };
+    process.nextTick(step);
+  });
+  const codes = (await Promise.all(calls)).map((s) => s[0]!.code);
+  const used = (await reads()) - before;
+  // burst 4: the calls are decided one after the other, in order, as if sent alone.
+  t.same(
+    codes,
+    [...Array<string>(4).fill('OK'), ...Array<string>(8).fill('OVER_LIMIT')],
+    'each call decided alone',
+  );
+  // One read of the 12 calls and one of the second INFO (a few more if the kernel splits the write).
+  t.ok(used <= 4, `Redis read the 12 calls in few reads (${used} reads, one per call before batching)`);
+});
+
 t.test('REDIS_PERSECOND: a descriptor whose limits are all per second is counted there', async (t) => {
   const [main, perSecond] = await Promise.all([startRedis(), startRedis()]);
   t.teardown(() => Promise.all([main.stop(), perSecond.stop()]));

@@ -8,6 +8,7 @@
 // Redis numbers returned from Lua are truncated to integers: every returned value is floored or
 // ceiled here first. The TAT is written with %.0f (an integer-valued double, printed exactly).
 import type { LimitCheck, LimitVerdict } from '../limiter/index.js';
+import type { Redis } from 'ioredis';
 import type { RedisClient } from './client-options.js';
 
 export const LIMIT_SCRIPT = `
@@ -111,23 +112,89 @@ return out
 /** The client with the script defined on it (defineLimitScript). */
 interface ScriptClient {
   rateLimitScript(numKeys: number, ...keysAndArgs: (string | number)[]): Promise<number[]>;
+  [TURN_BATCH]?: TurnBatch;
+}
+
+const TURN_BATCH = Symbol('limit script calls of this event-loop turn');
+
+interface QueuedCall {
+  readonly checks: readonly LimitCheck[];
+  readonly resolve: (verdicts: LimitVerdict[]) => void;
+  readonly reject: (err: unknown) => void;
+}
+
+/**
+ * The script calls of one event-loop turn, written to Redis together. Requests arrive one per tick
+ * (HTTP/2 emits each stream in its own process.nextTick), so calls sent as they come leave in one
+ * socket write per request or two; fixed windows are batched per turn by the coalescing store
+ * (setImmediate), and without the same the script path paid ~10x the write and read syscalls per
+ * decision on both sides (measured: 0.27–0.37 Redis reads per decision against 0.03 for fixed windows,
+ * `e2e/bench` phase `algorithms`). The flush corks a single connection's stream so the whole turn is one
+ * writev; on a cluster ioredis routes each call to its node as before.
+ */
+class TurnBatch {
+  private queue: QueuedCall[] = [];
+  private readonly flushNow = (): void => this.flush();
+
+  constructor(private readonly client: RedisClient) {}
+
+  add(checks: readonly LimitCheck[]): Promise<LimitVerdict[]> {
+    return new Promise<LimitVerdict[]>((resolve, reject) => {
+      if (this.queue.push({ checks, resolve, reject }) === 1) setImmediate(this.flushNow);
+    });
+  }
+
+  private flush(): void {
+    const queue = this.queue;
+    this.queue = [];
+    const c = this.client as unknown as ScriptClient;
+    const stream = (this.client as Partial<Redis>).stream;
+    const cork = stream !== undefined && this.client.status === 'ready' && stream.writableCorked === 0;
+    if (cork) stream.cork();
+    try {
+      for (let q = 0; q < queue.length; q++) this.send(c, queue[q]!);
+    } finally {
+      if (cork) stream.uncork();
+    }
+  }
+
+  /** Sends one queued call; a synchronous throw settles that call only, never the rest of the turn. */
+  private send(c: ScriptClient, call: QueuedCall): void {
+    const checks = call.checks;
+    try {
+      if (checks.length === 1) {
+        const check = checks[0]!;
+        c.rateLimitScript(check.keys.length, ...check.keys, ...check.args).then(
+          (v) => call.resolve([v]),
+          call.reject,
+        );
+        return;
+      }
+      const pending = new Array<Promise<number[]>>(checks.length);
+      for (let i = 0; i < checks.length; i++) {
+        const check = checks[i]!;
+        pending[i] = c.rateLimitScript(check.keys.length, ...check.keys, ...check.args);
+      }
+      Promise.all(pending).then(call.resolve, call.reject);
+    } catch (err) {
+      call.reject(err);
+    }
+  }
 }
 
 /** Defines the script as a command of the client (ioredis keeps one Script, loaded per connection). */
 export function defineLimitScript(client: RedisClient): void {
   client.defineCommand('rateLimitScript', { lua: LIMIT_SCRIPT });
+  (client as unknown as ScriptClient)[TURN_BATCH] = new TurnBatch(client);
 }
 
 /**
- * One script call per check, all written in the same tick (one round trip). On a cluster each call
- * goes to the node owning its keys' hash tag.
+ * One script call per check, all written with the other calls of this event-loop turn (one round trip
+ * per turn). On a cluster each call goes to the node owning its keys' hash tag.
  */
 export function runLimitScripts(client: RedisClient, checks: readonly LimitCheck[]): Promise<LimitVerdict[]> {
-  const c = client as unknown as ScriptClient;
-  const pending = new Array<Promise<number[]>>(checks.length);
-  for (let i = 0; i < checks.length; i++) {
-    const check = checks[i]!;
-    pending[i] = c.rateLimitScript(check.keys.length, ...check.keys, ...check.args);
-  }
-  return Promise.all(pending);
+  const batch = (client as unknown as ScriptClient)[TURN_BATCH];
+  if (!batch)
+    return Promise.reject(new Error('runLimitScripts: defineLimitScript was not called on this client'));
+  return batch.add(checks);
 }

@@ -12,63 +12,31 @@
 // answer is dropped), keepalive pings from the server, compression of responses, or client streaming.
 import { readFileSync } from 'node:fs';
 import http2 from 'node:http2';
-import type { TLSSocket } from 'node:tls';
-import { gunzipSync, inflateSync } from 'node:zlib';
 import type { Logger } from 'pino';
+import {
+  type MethodEntry,
+  refuseHttp,
+  type ServerStream,
+  type ServerStreamingMethod,
+  startCall,
+  Status,
+  trailersOnly,
+  type UnaryMethod,
+} from './h2-grpc-call.js';
 
-/** gRPC status codes (grpc/doc/statuscodes.md). */
-export const Status = {
-  OK: 0,
-  CANCELLED: 1,
-  UNKNOWN: 2,
-  INVALID_ARGUMENT: 3,
-  DEADLINE_EXCEEDED: 4,
-  NOT_FOUND: 5,
-  RESOURCE_EXHAUSTED: 8,
-  UNIMPLEMENTED: 12,
-  INTERNAL: 13,
-  UNAVAILABLE: 14,
-  UNAUTHENTICATED: 16,
-} as const;
-
-/** Thrown (or rejected) by a handler to answer with a gRPC status other than OK. */
-export class GrpcStatusError extends Error {
-  constructor(
-    readonly code: number,
-    message: string,
-  ) {
-    super(message);
-  }
-}
-
-/** The request headers of a call (lower-case names, pseudo-headers included), as node:http2 gives them. */
-export type CallHeaders = http2.IncomingHttpHeaders;
-
-export interface CallContext {
-  headers: CallHeaders;
-  /** The TLS session's client certificate SANs (`DNS:a, IP Address:...`), '' without mutual TLS. */
-  peerSubjectAltName(): string;
-}
-
-export interface UnaryMethod<Req, Res> {
-  decode(buf: Buffer): Req;
-  encode(msg: Res): Uint8Array;
-  handle(req: Req, call: CallContext): Promise<Res>;
-}
-
-/** A server-streaming call: `send` writes a message, `end` closes with a status; `onClose` fires once. */
-export interface ServerStream<Res> {
-  send(msg: Res): void;
-  end(code?: number, message?: string): void;
-  readonly closed: boolean;
-  onClose(fn: () => void): void;
-}
-
-export interface ServerStreamingMethod<Req, Res> {
-  decode(buf: Buffer): Req;
-  encode(msg: Res): Uint8Array;
-  handle(req: Req, stream: ServerStream<Res>, call: CallContext): void;
-}
+// The call side (framing, unary and streaming calls) lives in h2-grpc-call.ts; its public names are
+// re-exported here, the server's face.
+export {
+  type CallContext,
+  type CallHeaders,
+  frameMessage,
+  GrpcStatusError,
+  percentEncode,
+  type ServerStream,
+  type ServerStreamingMethod,
+  Status,
+  type UnaryMethod,
+} from './h2-grpc-call.js';
 
 export interface H2GrpcServerOptions {
   logger: Logger;
@@ -85,38 +53,10 @@ export interface H2GrpcServerOptions {
   maxSessionMemoryMb?: number;
 }
 
-type Entry =
-  | { kind: 'unary'; m: UnaryMethod<unknown, unknown> }
-  | { kind: 'stream'; m: ServerStreamingMethod<unknown, unknown> };
-
-const RESPONSE_HEADERS = { ':status': 200, 'content-type': 'application/grpc' };
-const OK_TRAILERS = { 'grpc-status': '0' };
 const ACCEPT_ENCODING = 'identity,gzip,deflate';
 
-/** grpc-message: percent-encode bytes outside 0x20-0x7e and '%' (the gRPC HTTP/2 spec). */
-export function percentEncode(s: string): string {
-  if (/^[\x20-\x24\x26-\x7e]*$/.test(s)) return s;
-  let out = '';
-  for (const b of Buffer.from(s, 'utf8')) {
-    out +=
-      b >= 0x20 && b <= 0x7e && b !== 0x25
-        ? String.fromCharCode(b)
-        : `%${b.toString(16).toUpperCase().padStart(2, '0')}`;
-  }
-  return out;
-}
-
-/** A gRPC message frame: flag 0, big-endian length, the bytes. */
-export function frameMessage(msg: Uint8Array): Buffer {
-  const out = Buffer.allocUnsafe(5 + msg.length);
-  out[0] = 0;
-  out.writeUInt32BE(msg.length, 1);
-  out.set(msg, 5);
-  return out;
-}
-
 export class H2GrpcServer {
-  private readonly methods = new Map<string, Entry>();
+  private readonly methods = new Map<string, MethodEntry>();
   private readonly sessions = new Set<http2.ServerHttp2Session>();
   private readonly openStreams = new Set<ServerStream<unknown>>();
   private server: http2.Http2Server | http2.Http2SecureServer | undefined;
@@ -223,155 +163,32 @@ export class H2GrpcServer {
   }
 
   private onStream(stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders): void {
-    stream.on('error', () => {}); // a reset by the client; nothing to answer
     if (headers[':method'] !== 'POST') {
-      stream.respond({ ':status': 405 }, { endStream: true });
+      stream.on('error', ignoreStreamError);
+      refuseHttp(stream, 405);
       return;
     }
     const ct = headers['content-type'];
     if (typeof ct !== 'string' || !ct.startsWith('application/grpc')) {
-      stream.respond({ ':status': 415 }, { endStream: true });
+      stream.on('error', ignoreStreamError);
+      refuseHttp(stream, 415);
       return;
     }
     const entry = this.methods.get(headers[':path'] as string);
     if (!entry) {
+      stream.on('error', ignoreStreamError);
       trailersOnly(stream, Status.UNIMPLEMENTED, `unknown method ${headers[':path']}`);
       return;
     }
     const encoding = headers['grpc-encoding'];
     if (encoding !== undefined && encoding !== 'identity' && encoding !== 'gzip' && encoding !== 'deflate') {
+      stream.on('error', ignoreStreamError);
       trailersOnly(stream, Status.UNIMPLEMENTED, `message encoding ${encoding} is not supported`, {
         'grpc-accept-encoding': ACCEPT_ENCODING,
       });
       return;
     }
-    const max = this.opts.maxReceiveMessageLength;
-    let first: Buffer | undefined;
-    let chunks: Buffer[] | undefined;
-    let size = 0;
-    let failed = false;
-    stream.on('data', (chunk: Buffer) => {
-      if (failed) return;
-      size += chunk.length;
-      if (size > max + 5) {
-        failed = true;
-        trailersOnly(
-          stream,
-          Status.RESOURCE_EXHAUSTED,
-          `received message larger than max (${size - 5} vs. ${max})`,
-        );
-        return;
-      }
-      if (first === undefined) first = chunk;
-      else (chunks ??= [first]).push(chunk);
-    });
-    stream.on('end', () => {
-      if (failed) return;
-      const body = chunks ? Buffer.concat(chunks) : (first ?? Buffer.alloc(0));
-      let message: Buffer;
-      try {
-        message = unframe(body, encoding as string | undefined, max);
-      } catch (err) {
-        trailersOnly(stream, (err as GrpcStatusError).code ?? Status.INTERNAL, (err as Error).message);
-        return;
-      }
-      let req: unknown;
-      try {
-        req = entry.m.decode(message);
-      } catch (err) {
-        // A caller's bad value in a well-formed message says so (grpcCode); malformed bytes are INTERNAL.
-        const code = (err as { grpcCode?: number }).grpcCode ?? Status.INTERNAL;
-        trailersOnly(stream, code, `error parsing request: ${(err as Error).message}`);
-        return;
-      }
-      const ctx = new StreamContext(stream, headers);
-      if (entry.kind === 'unary') this.runUnary(entry.m, stream, req, ctx);
-      else this.runStreaming(entry.m, stream, req, ctx);
-    });
-  }
-
-  private runUnary(
-    m: UnaryMethod<unknown, unknown>,
-    stream: http2.ServerHttp2Stream,
-    req: unknown,
-    ctx: CallContext,
-  ): void {
-    let pending: Promise<unknown>;
-    try {
-      pending = m.handle(req, ctx);
-    } catch (err) {
-      pending = Promise.reject(err);
-    }
-    pending.then(
-      (res) => {
-        if (stream.destroyed || stream.closed) return;
-        let frame: Buffer;
-        try {
-          frame = frameMessage(m.encode(res));
-        } catch (err) {
-          trailersOnly(stream, Status.INTERNAL, `error serializing response: ${(err as Error).message}`);
-          return;
-        }
-        stream.respond(RESPONSE_HEADERS, { waitForTrailers: true });
-        stream.once('wantTrailers', () => stream.sendTrailers(OK_TRAILERS));
-        stream.end(frame);
-      },
-      (err: unknown) => {
-        const code = err instanceof GrpcStatusError ? err.code : Status.UNKNOWN;
-        trailersOnly(stream, code, (err as Error)?.message ?? String(err));
-      },
-    );
-  }
-
-  private runStreaming(
-    m: ServerStreamingMethod<unknown, unknown>,
-    stream: http2.ServerHttp2Stream,
-    req: unknown,
-    ctx: CallContext,
-  ): void {
-    const closeFns: (() => void)[] = [];
-    let headersSent = false;
-    let ended = false;
-    const out: ServerStream<unknown> = {
-      get closed() {
-        return ended || stream.destroyed || stream.closed;
-      },
-      send: (msg) => {
-        if (out.closed) return;
-        if (!headersSent) {
-          headersSent = true;
-          stream.respond(RESPONSE_HEADERS, { waitForTrailers: true });
-        }
-        stream.write(frameMessage(m.encode(msg)));
-      },
-      end: (code = Status.OK, msg = '') => {
-        if (out.closed) return;
-        ended = true;
-        if (!headersSent) {
-          trailersOnly(stream, code, msg);
-          return;
-        }
-        stream.once('wantTrailers', () =>
-          stream.sendTrailers(
-            code === Status.OK
-              ? OK_TRAILERS
-              : { 'grpc-status': String(code), 'grpc-message': percentEncode(msg) },
-          ),
-        );
-        stream.end();
-      },
-      onClose: (fn) => closeFns.push(fn),
-    };
-    this.openStreams.add(out);
-    stream.once('close', () => {
-      this.openStreams.delete(out);
-      for (const fn of closeFns) fn();
-    });
-    try {
-      m.handle(req, out, ctx);
-    } catch (err) {
-      out.end(err instanceof GrpcStatusError ? err.code : Status.UNKNOWN, (err as Error).message);
-    }
+    startCall(stream, headers, entry, encoding, this.opts.maxReceiveMessageLength, this.openStreams);
   }
 
   /**
@@ -398,71 +215,6 @@ export class H2GrpcServer {
   }
 }
 
-class StreamContext implements CallContext {
-  constructor(
-    private readonly stream: http2.ServerHttp2Stream,
-    readonly headers: CallHeaders,
-  ) {}
-
-  peerSubjectAltName(): string {
-    const socket = this.stream.session?.socket as TLSSocket | undefined;
-    return socket?.getPeerCertificate?.()?.subjectaltname ?? '';
-  }
-}
-
-function trailersOnly(
-  stream: http2.ServerHttp2Stream,
-  code: number,
-  message: string,
-  extra: Record<string, string> = {},
-): void {
-  if (stream.destroyed || stream.closed || stream.headersSent) return;
-  stream.respond(
-    {
-      ':status': 200,
-      'content-type': 'application/grpc',
-      'grpc-status': String(code),
-      'grpc-message': percentEncode(message),
-      ...extra,
-    },
-    { endStream: true },
-  );
-}
-
-/** The one message of a unary request body: its 5-byte prefix checked and, when flagged, decompressed. */
-function unframe(body: Buffer, encoding: string | undefined, max: number): Buffer {
-  if (body.length < 5) {
-    throw new GrpcStatusError(
-      Status.INTERNAL,
-      body.length === 0 ? 'request has no message' : 'truncated message prefix',
-    );
-  }
-  const flag = body[0];
-  const len = body.readUInt32BE(1);
-  if (len > max)
-    throw new GrpcStatusError(
-      Status.RESOURCE_EXHAUSTED,
-      `received message larger than max (${len} vs. ${max})`,
-    );
-  if (body.length < 5 + len) throw new GrpcStatusError(Status.INTERNAL, 'truncated message');
-  if (body.length > 5 + len)
-    throw new GrpcStatusError(Status.UNIMPLEMENTED, 'more than one request message in a unary call');
-  const payload = body.subarray(5);
-  if (flag === 0) return payload;
-  if (flag !== 1) throw new GrpcStatusError(Status.INTERNAL, `invalid message flag ${flag}`);
-  if (encoding === 'gzip' || encoding === 'deflate') {
-    try {
-      const out =
-        encoding === 'gzip'
-          ? gunzipSync(payload, { maxOutputLength: max })
-          : inflateSync(payload, { maxOutputLength: max });
-      return out;
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') {
-        throw new GrpcStatusError(Status.RESOURCE_EXHAUSTED, `decompressed message larger than max (${max})`);
-      }
-      throw new GrpcStatusError(Status.INTERNAL, `cannot decompress message: ${(err as Error).message}`);
-    }
-  }
-  throw new GrpcStatusError(Status.INTERNAL, 'compressed message without grpc-encoding');
+function ignoreStreamError(): void {
+  // a reset by the client; nothing to answer
 }

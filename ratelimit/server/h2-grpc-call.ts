@@ -1,0 +1,336 @@
+// One gRPC call on a node:http2 stream: the request body collected and unframed, the handler run, the
+// answer framed and written with its trailers (or a trailers-only error). The server (h2-grpc.ts) routes
+// a stream here once its headers are accepted.
+//
+// Hot path: one IncomingCall object per call holds the call's state and is the handler's CallContext; the
+// stream's listeners are module-level functions that find it on the stream (no closures per call), and
+// the respond options and header objects are constants (node:http2 copies them).
+import type http2 from 'node:http2';
+import type { TLSSocket } from 'node:tls';
+import { gunzipSync, inflateSync } from 'node:zlib';
+
+/** gRPC status codes (grpc/doc/statuscodes.md). */
+export const Status = {
+  OK: 0,
+  CANCELLED: 1,
+  UNKNOWN: 2,
+  INVALID_ARGUMENT: 3,
+  DEADLINE_EXCEEDED: 4,
+  NOT_FOUND: 5,
+  RESOURCE_EXHAUSTED: 8,
+  UNIMPLEMENTED: 12,
+  INTERNAL: 13,
+  UNAVAILABLE: 14,
+  UNAUTHENTICATED: 16,
+} as const;
+
+/** Thrown (or rejected) by a handler to answer with a gRPC status other than OK. */
+export class GrpcStatusError extends Error {
+  constructor(
+    readonly code: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** The request headers of a call (lower-case names, pseudo-headers included), as node:http2 gives them. */
+export type CallHeaders = http2.IncomingHttpHeaders;
+
+export interface CallContext {
+  headers: CallHeaders;
+  /** The TLS session's client certificate SANs (`DNS:a, IP Address:...`), '' without mutual TLS. */
+  peerSubjectAltName(): string;
+}
+
+export interface UnaryMethod<Req, Res> {
+  decode(buf: Buffer): Req;
+  encode(msg: Res): Uint8Array;
+  handle(req: Req, call: CallContext): Promise<Res>;
+}
+
+/** A server-streaming call: `send` writes a message, `end` closes with a status; `onClose` fires once. */
+export interface ServerStream<Res> {
+  send(msg: Res): void;
+  end(code?: number, message?: string): void;
+  readonly closed: boolean;
+  onClose(fn: () => void): void;
+}
+
+export interface ServerStreamingMethod<Req, Res> {
+  decode(buf: Buffer): Req;
+  encode(msg: Res): Uint8Array;
+  handle(req: Req, stream: ServerStream<Res>, call: CallContext): void;
+}
+
+export type MethodEntry =
+  | { kind: 'unary'; m: UnaryMethod<unknown, unknown> }
+  | { kind: 'stream'; m: ServerStreamingMethod<unknown, unknown> };
+
+const RESPONSE_HEADERS = { ':status': 200, 'content-type': 'application/grpc' };
+const WAIT_FOR_TRAILERS = { waitForTrailers: true };
+const END_STREAM = { endStream: true };
+const OK_TRAILERS = { 'grpc-status': '0' };
+
+/** grpc-message: percent-encode bytes outside 0x20-0x7e and '%' (the gRPC HTTP/2 spec). */
+export function percentEncode(s: string): string {
+  if (/^[\x20-\x24\x26-\x7e]*$/.test(s)) return s;
+  let out = '';
+  for (const b of Buffer.from(s, 'utf8')) {
+    out +=
+      b >= 0x20 && b <= 0x7e && b !== 0x25
+        ? String.fromCharCode(b)
+        : `%${b.toString(16).toUpperCase().padStart(2, '0')}`;
+  }
+  return out;
+}
+
+/** A gRPC message frame: flag 0, big-endian length, the bytes. */
+export function frameMessage(msg: Uint8Array): Buffer {
+  const out = Buffer.allocUnsafe(5 + msg.length);
+  out[0] = 0;
+  out.writeUInt32BE(msg.length, 1);
+  out.set(msg, 5);
+  return out;
+}
+
+/** A response with only headers: the status (and message) in them, no body, the stream ended. */
+export function trailersOnly(
+  stream: http2.ServerHttp2Stream,
+  code: number,
+  message: string,
+  extra: Record<string, string> = {},
+): void {
+  if (stream.destroyed || stream.closed || stream.headersSent) return;
+  stream.respond(
+    {
+      ':status': 200,
+      'content-type': 'application/grpc',
+      'grpc-status': String(code),
+      'grpc-message': percentEncode(message),
+      ...extra,
+    },
+    END_STREAM,
+  );
+}
+
+/** Answers a stream the server refuses before reading it (HTTP-level errors, no gRPC status). */
+export function refuseHttp(stream: http2.ServerHttp2Stream, status: number): void {
+  stream.respond({ ':status': status }, END_STREAM);
+}
+
+// The IncomingCall of a stream, set before its listeners are added.
+const CALL = Symbol('grpcCall');
+type CallStream = http2.ServerHttp2Stream & { [CALL]?: IncomingCall };
+
+function ignoreError(): void {
+  // a reset by the client; nothing to answer
+}
+
+function onCallData(this: CallStream, chunk: Buffer): void {
+  this[CALL]!.data(chunk);
+}
+
+function onCallEnd(this: CallStream): void {
+  this[CALL]!.end();
+}
+
+function sendOkTrailers(this: http2.ServerHttp2Stream): void {
+  this.sendTrailers(OK_TRAILERS);
+}
+
+/**
+ * Reads the request of an accepted stream and runs its method. `encoding` is the request's
+ * grpc-encoding (already checked to be identity, gzip or deflate, or absent).
+ */
+export function startCall(
+  stream: http2.ServerHttp2Stream,
+  headers: CallHeaders,
+  entry: MethodEntry,
+  encoding: string | undefined,
+  maxReceiveMessageLength: number,
+  openStreams: Set<ServerStream<unknown>>,
+): void {
+  const call = new IncomingCall(stream, headers, entry, encoding, maxReceiveMessageLength, openStreams);
+  (stream as CallStream)[CALL] = call;
+  stream.on('error', ignoreError);
+  stream.on('data', onCallData);
+  stream.on('end', onCallEnd);
+}
+
+/** The state of one call (unary or server-streaming) while its request is read; its CallContext. */
+class IncomingCall implements CallContext {
+  private first: Buffer | undefined = undefined;
+  private chunks: Buffer[] | undefined = undefined;
+  private size = 0;
+  private failed = false;
+
+  constructor(
+    private readonly stream: http2.ServerHttp2Stream,
+    readonly headers: CallHeaders,
+    private readonly entry: MethodEntry,
+    private readonly encoding: string | undefined,
+    private readonly max: number,
+    private readonly openStreams: Set<ServerStream<unknown>>,
+  ) {}
+
+  peerSubjectAltName(): string {
+    const socket = this.stream.session?.socket as TLSSocket | undefined;
+    return socket?.getPeerCertificate?.()?.subjectaltname ?? '';
+  }
+
+  data(chunk: Buffer): void {
+    if (this.failed) return;
+    this.size += chunk.length;
+    if (this.size > this.max + 5) {
+      this.failed = true;
+      trailersOnly(
+        this.stream,
+        Status.RESOURCE_EXHAUSTED,
+        `received message larger than max (${this.size - 5} vs. ${this.max})`,
+      );
+      return;
+    }
+    if (this.first === undefined) this.first = chunk;
+    else (this.chunks ??= [this.first]).push(chunk);
+  }
+
+  end(): void {
+    if (this.failed) return;
+    const stream = this.stream;
+    const body = this.chunks ? Buffer.concat(this.chunks) : (this.first ?? Buffer.alloc(0));
+    this.first = this.chunks = undefined;
+    let message: Buffer;
+    try {
+      message = unframe(body, this.encoding, this.max);
+    } catch (err) {
+      trailersOnly(stream, (err as GrpcStatusError).code ?? Status.INTERNAL, (err as Error).message);
+      return;
+    }
+    const entry = this.entry;
+    let req: unknown;
+    try {
+      req = entry.m.decode(message);
+    } catch (err) {
+      // A caller's bad value in a well-formed message says so (grpcCode); malformed bytes are INTERNAL.
+      const code = (err as { grpcCode?: number }).grpcCode ?? Status.INTERNAL;
+      trailersOnly(stream, code, `error parsing request: ${(err as Error).message}`);
+      return;
+    }
+    if (entry.kind === 'unary') void this.runUnary(entry.m, req);
+    else runStreaming(entry.m, stream, req, this, this.openStreams);
+  }
+
+  private async runUnary(m: UnaryMethod<unknown, unknown>, req: unknown): Promise<void> {
+    const stream = this.stream;
+    let res: unknown;
+    try {
+      res = await m.handle(req, this);
+    } catch (err) {
+      const code = err instanceof GrpcStatusError ? err.code : Status.UNKNOWN;
+      trailersOnly(stream, code, (err as Error)?.message ?? String(err));
+      return;
+    }
+    if (stream.destroyed || stream.closed) return;
+    let frame: Buffer;
+    try {
+      frame = frameMessage(m.encode(res));
+    } catch (err) {
+      trailersOnly(stream, Status.INTERNAL, `error serializing response: ${(err as Error).message}`);
+      return;
+    }
+    stream.respond(RESPONSE_HEADERS, WAIT_FOR_TRAILERS);
+    stream.on('wantTrailers', sendOkTrailers);
+    stream.end(frame);
+  }
+}
+
+function runStreaming(
+  m: ServerStreamingMethod<unknown, unknown>,
+  stream: http2.ServerHttp2Stream,
+  req: unknown,
+  ctx: CallContext,
+  openStreams: Set<ServerStream<unknown>>,
+): void {
+  const closeFns: (() => void)[] = [];
+  let headersSent = false;
+  let ended = false;
+  const out: ServerStream<unknown> = {
+    get closed() {
+      return ended || stream.destroyed || stream.closed;
+    },
+    send: (msg) => {
+      if (out.closed) return;
+      if (!headersSent) {
+        headersSent = true;
+        stream.respond(RESPONSE_HEADERS, WAIT_FOR_TRAILERS);
+      }
+      stream.write(frameMessage(m.encode(msg)));
+    },
+    end: (code = Status.OK, msg = '') => {
+      if (out.closed) return;
+      ended = true;
+      if (!headersSent) {
+        trailersOnly(stream, code, msg);
+        return;
+      }
+      stream.once('wantTrailers', () =>
+        stream.sendTrailers(
+          code === Status.OK
+            ? OK_TRAILERS
+            : { 'grpc-status': String(code), 'grpc-message': percentEncode(msg) },
+        ),
+      );
+      stream.end();
+    },
+    onClose: (fn) => closeFns.push(fn),
+  };
+  openStreams.add(out);
+  stream.once('close', () => {
+    openStreams.delete(out);
+    for (const fn of closeFns) fn();
+  });
+  try {
+    m.handle(req, out, ctx);
+  } catch (err) {
+    out.end(err instanceof GrpcStatusError ? err.code : Status.UNKNOWN, (err as Error).message);
+  }
+}
+
+/** The one message of a unary request body: its 5-byte prefix checked and, when flagged, decompressed. */
+function unframe(body: Buffer, encoding: string | undefined, max: number): Buffer {
+  if (body.length < 5) {
+    throw new GrpcStatusError(
+      Status.INTERNAL,
+      body.length === 0 ? 'request has no message' : 'truncated message prefix',
+    );
+  }
+  const flag = body[0];
+  const len = body.readUInt32BE(1);
+  if (len > max)
+    throw new GrpcStatusError(
+      Status.RESOURCE_EXHAUSTED,
+      `received message larger than max (${len} vs. ${max})`,
+    );
+  if (body.length < 5 + len) throw new GrpcStatusError(Status.INTERNAL, 'truncated message');
+  if (body.length > 5 + len)
+    throw new GrpcStatusError(Status.UNIMPLEMENTED, 'more than one request message in a unary call');
+  const payload = body.subarray(5);
+  if (flag === 0) return payload;
+  if (flag !== 1) throw new GrpcStatusError(Status.INTERNAL, `invalid message flag ${flag}`);
+  if (encoding === 'gzip' || encoding === 'deflate') {
+    try {
+      const out =
+        encoding === 'gzip'
+          ? gunzipSync(payload, { maxOutputLength: max })
+          : inflateSync(payload, { maxOutputLength: max });
+      return out;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') {
+        throw new GrpcStatusError(Status.RESOURCE_EXHAUSTED, `decompressed message larger than max (${max})`);
+      }
+      throw new GrpcStatusError(Status.INTERNAL, `cannot decompress message: ${(err as Error).message}`);
+    }
+  }
+  throw new GrpcStatusError(Status.INTERNAL, 'compressed message without grpc-encoding');
+}
