@@ -1,30 +1,18 @@
 // counters get|reset against real Redis (single, cluster, sentinel), compared with the answers of a
 // real service counting in the same deployment with the same environment variables.
 import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import t, { type Test } from 'tap';
 import { startRedis, startRedisCluster, startRedisSentinel } from '../../e2e/harness/redis.js';
-import { roomInWindow, startTestApp, type TestApp } from '../test-support.js';
-import type { CounterReading } from './counters.js';
-import { REPO_ROOT, runBin, runInProcess, type RunResult } from './testing.js';
-
-const CONFIG = join(REPO_ROOT, 'examples/config/example.yaml');
-const DESCRIPTOR = 'remote_address=10.1.2.3';
-const REQUEST = {
-  domain: 'example',
-  descriptors: [{ entries: [{ key: 'remote_address', value: '10.1.2.3' }] }],
-};
-
-async function hit(app: TestApp, n: number) {
-  let last;
-  for (let i = 0; i < n; i++) last = (await app.call(REQUEST)).statuses[0]!;
-  return last!;
-}
-
-function readings(r: RunResult): CounterReading[] {
-  if (r.code !== 0) throw new Error(`exit ${r.code}: ${r.stderr}`);
-  return (JSON.parse(r.stdout) as { counters: CounterReading[] }).counters;
-}
+import { roomInWindow, startTestApp } from '../test-support.js';
+import {
+  COUNTERS_CONFIG as CONFIG,
+  COUNTERS_DESCRIPTOR as DESCRIPTOR,
+  hitCounter as hit,
+  readings,
+  runBin,
+  runInProcess,
+  type RunResult,
+} from './testing.js';
 
 /** One deployment: the service and the command line get the same environment. */
 async function checkDeployment(

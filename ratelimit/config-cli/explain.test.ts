@@ -21,7 +21,7 @@ const specOf = (manifest: string) =>
 
 const FILES = {
   'example.yaml': readFileSync(join(REPO_ROOT, 'examples/config/example.yaml'), 'utf8'),
-  // The manifests' specs as plain files: share_threshold then reaches the service (it is lost over xDS).
+  // The manifests' specs as plain files, read as a pod reads them.
   'replaces.yaml': specOf('replaces.yaml'),
   'wildcard.yaml': specOf('wildcard.yaml'),
 };
@@ -218,7 +218,7 @@ t.test('explanations say why (depth, exact, wildcard, default) and point at the 
   t.match(placeholder, { matched: false, reasons: [/has no rate_limit: it only holds nested descriptors/] });
 });
 
-t.test('a manifest is explained as pods serve it (share_threshold is not carried over xDS)', async (t) => {
+t.test('a manifest is explained as pods serve it (share_threshold travels over xDS)', async (t) => {
   const manifest = join(REPO_ROOT, 'examples/crds/wildcard.yaml');
   const r = await runBin([
     'explain',

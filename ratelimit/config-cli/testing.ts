@@ -5,6 +5,8 @@ import { mkdtempSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { TestApp } from '../test-support.js';
+import type { CounterReading } from './counters.js';
 import { main } from './main.js';
 
 export interface RunResult {
@@ -56,4 +58,25 @@ export function tempFiles(files: Record<string, string>): {
     writeFileSync(join(dir, name), text);
   }
   return { dir, path: (p) => join(dir, p), remove: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/** The counters tests' descriptor: example.yaml's remote_address limit. */
+export const COUNTERS_CONFIG = join(REPO_ROOT, 'examples/config/example.yaml');
+export const COUNTERS_DESCRIPTOR = 'remote_address=10.1.2.3';
+export const COUNTERS_REQUEST = {
+  domain: 'example',
+  descriptors: [{ entries: [{ key: 'remote_address', value: '10.1.2.3' }] }],
+};
+
+/** `n` calls of COUNTERS_REQUEST to a service; its last status. */
+export async function hitCounter(app: TestApp, n: number) {
+  let last;
+  for (let i = 0; i < n; i++) last = (await app.call(COUNTERS_REQUEST)).statuses[0]!;
+  return last!;
+}
+
+/** The counters of a `counters get|reset --output json` run (throws with stderr when it failed). */
+export function readings(r: RunResult): CounterReading[] {
+  if (r.code !== 0) throw new Error(`exit ${r.code}: ${r.stderr}`);
+  return (JSON.parse(r.stdout) as { counters: CounterReading[] }).counters;
 }
