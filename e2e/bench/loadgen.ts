@@ -14,13 +14,17 @@ export interface LoadSpec {
   /** host:port of the gRPC listener. */
   target: string;
   workload: WorkloadName;
+  /** Sends the workload's requests to this domain instead of the workload's own. */
+  domain?: string;
   seed: number;
   /** First key number of the highcard workload (distinct per run). */
   keyBase?: number;
   mode: 'closed' | 'open';
   connections: number;
-  /** Closed loop: calls in flight in total. */
+  /** Closed loop: calls in flight in total (spread over the connections), unless `inFlight` is set. */
   concurrency?: number;
+  /** Closed loop: calls in flight per connection, each caller bound to its connection (a load shape). */
+  inFlight?: number;
   /** Open loop: calls per second in total. */
   rate?: number;
   warmupMs: number;
@@ -50,7 +54,7 @@ const MAX_IN_FLIGHT_OPEN = 10_000;
 
 async function main(): Promise<void> {
   const spec = JSON.parse(process.argv[2]) as LoadSpec;
-  const frames = frameSource(spec.workload, spec.seed, spec.keyBase ?? 0);
+  const frames = frameSource(spec.workload, spec.seed, spec.keyBase ?? 0, undefined, spec.domain);
   const [host, port] = spec.target.split(':');
   const sessions: RawH2Connection[] = [];
   for (let i = 0; i < spec.connections; i++) {
@@ -90,10 +94,14 @@ async function main(): Promise<void> {
     if (inFlight === 0) onIdle?.();
   };
 
-  /** Starts one call; `startMs` is when it should have started (open loop) or now (closed loop). */
-  const send = (startMs: number, then?: () => void) => {
-    const s = sessions[next];
-    next = next + 1 === sessions.length ? 0 : next + 1;
+  /** Starts one call on `s` (round-robin when absent); `startMs` is when it should have started (open
+   *  loop) or now (closed loop). */
+  const send = (startMs: number, then?: () => void, bound?: RawH2Connection) => {
+    let s = bound;
+    if (!s) {
+      s = sessions[next];
+      next = next + 1 === sessions.length ? 0 : next + 1;
+    }
     inFlight++;
     s.call(frames.frame(seq++), (good, code) => {
       finish(startMs, good, code);
@@ -102,7 +110,13 @@ async function main(): Promise<void> {
   };
 
   let backlogMax = 0;
-  if (spec.mode === 'closed') {
+  if (spec.mode === 'closed' && spec.inFlight !== undefined) {
+    for (let i = 0; i < spec.connections * spec.inFlight; i++) {
+      const bound = sessions[i % sessions.length];
+      const loop = () => send(performance.now(), loop, bound);
+      loop();
+    }
+  } else if (spec.mode === 'closed') {
     const loop = () => send(performance.now(), loop);
     for (let i = 0; i < (spec.concurrency ?? 64); i++) loop();
   } else {

@@ -1,7 +1,7 @@
 // One measured load run: spawns the load generator pinned to its core, samples the service's and Redis'
 // CPU and Redis' command counters exactly around the generator's measured window, and returns a sample.
 import { spawn } from 'node:child_process';
-import { join } from 'node:path';
+import { loadgenDriver, type LoadDriver } from './drivers.js';
 import type { LoadResult, LoadSpec } from './loadgen.js';
 import { cpuSeconds, REPO_ROOT, type BenchRedis, type BenchService } from './services.js';
 
@@ -11,6 +11,10 @@ export interface Sample {
   round: number;
   mode: 'closed' | 'open';
   targetRate?: number;
+  /** The load shape (`2x50`: connections x in flight per connection); absent in runs before shapes. */
+  shape?: string;
+  /** The load driver (`loadgen`, `go`); absent in runs before drivers (= loadgen). */
+  driver?: string;
   callsPerSecond: number;
   completed: number;
   errors: number;
@@ -38,25 +42,21 @@ export interface MeasureOptions {
   spec: Omit<LoadSpec, 'target'>;
   round: number;
   loadgenCpus: string;
+  /** The load generator process (ours by default). */
+  driver?: LoadDriver;
+  /** Label of the load shape, recorded in the sample. */
+  shape?: string;
   /** Called right after the measured window opens (e.g. to trigger a reload). */
   onWindowStart?: () => void;
 }
 
 export async function measure(o: MeasureOptions): Promise<Sample> {
   const spec: LoadSpec = { ...o.spec, target: o.service.grpcTarget };
-  const child = spawn(
-    'taskset',
-    [
-      '-c',
-      o.loadgenCpus,
-      process.execPath,
-      '--import',
-      'tsx',
-      join(REPO_ROOT, 'e2e/bench/loadgen.ts'),
-      JSON.stringify(spec),
-    ],
-    { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
-  );
+  const driver = o.driver ?? loadgenDriver;
+  const child = spawn('taskset', ['-c', o.loadgenCpus, ...driver.argv(spec)], {
+    cwd: REPO_ROOT,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let stderr = '';
   child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
   let start: { svc: number; redis: number; calls: number; byCommand: Record<string, number> } | undefined;
@@ -94,7 +94,9 @@ export async function measure(o: MeasureOptions): Promise<Sample> {
   const code = await new Promise<number | null>((resolve) => child.once('close', resolve));
   await pending;
   if (!result || !start || !end) {
-    throw new Error(`load generator failed (exit ${code}) against ${o.service.kind}: ${stderr.slice(-2000)}`);
+    throw new Error(
+      `load generator ${driver.name} failed (exit ${code}) against ${o.service.kind}: ${stderr.slice(-2000)}`,
+    );
   }
   const n = Math.max(1, result.completed);
   const svcCpu = end.svc - start.svc;
@@ -110,6 +112,8 @@ export async function measure(o: MeasureOptions): Promise<Sample> {
     round: o.round,
     mode: spec.mode,
     targetRate: spec.rate,
+    shape: o.shape,
+    driver: driver.name,
     callsPerSecond: result.callsPerSecond,
     completed: result.completed,
     errors: result.errors,

@@ -13,7 +13,48 @@ export interface Figure {
   ours: Stat;
   reference?: Stat;
   /** A target on the ratio ours/reference or on ours alone. */
-  target?: { text: string; met: boolean | undefined };
+  target?: { text: string; met: boolean | undefined; rule?: TargetRule };
+  /** What the row measures, for the summary table and for matching rows across runs. */
+  key?: FigureKey;
+  /** Over several runs (`--runs=N`): the ratio ours/reference of each run (median, min–max). */
+  ratioRuns?: Stat;
+}
+
+export interface FigureKey {
+  workload: string;
+  metric: string;
+  shape?: string;
+  driver?: string;
+  rate?: number;
+}
+
+/** A target: on the ratio ours/reference (at least / at most, with a counting tolerance), or on ours. */
+export interface TargetRule {
+  ratioMin?: number;
+  ratioMax?: number;
+  /** Added to ratioMax (counting noise of Redis commands at the window's edges). */
+  tolerance?: number;
+  oursMax?: number;
+  /** Text of an `oursMax` target, e.g. 'stall ≤ 10 ms (ours)'. */
+  text?: string;
+}
+
+export function evaluateTarget(rule: TargetRule, f: Figure): NonNullable<Figure['target']> {
+  const rt = ratio(f);
+  if (rule.ratioMin !== undefined)
+    return { text: `≥ ${rule.ratioMin}x`, met: Number.isFinite(rt) ? rt >= rule.ratioMin : undefined, rule };
+  if (rule.ratioMax !== undefined)
+    return {
+      text: `≤ ${rule.ratioMax}x`,
+      met: Number.isFinite(rt) ? rt <= rule.ratioMax + (rule.tolerance ?? 0) : undefined,
+      rule,
+    };
+  const ours = f.ours.median;
+  return {
+    text: rule.text ?? `≤ ${rule.oursMax}`,
+    met: Number.isFinite(ours) && rule.oursMax !== undefined ? ours <= rule.oursMax : undefined,
+    rule,
+  };
 }
 
 const fmt = (x: number): string => {
@@ -25,7 +66,7 @@ const fmt = (x: number): string => {
   if (a >= 1) return x.toFixed(2);
   return x.toFixed(3);
 };
-const cell = (s: Stat | undefined): string =>
+export const cell = (s: Stat | undefined): string =>
   !s || s.n === 0 ? '–' : s.n === 1 ? fmt(s.median) : `${fmt(s.median)} (${fmt(s.min)}–${fmt(s.max)})`;
 
 export function ratio(f: Figure): number {
@@ -39,11 +80,12 @@ export function markdownTable(figures: Figure[]): string {
   ];
   for (const f of figures) {
     const r = ratio(f);
+    const rr = f.ratioRuns && f.ratioRuns.n > 1 ? ` (${fmt(f.ratioRuns.min)}–${fmt(f.ratioRuns.max)})` : '';
     const t = f.target
       ? `${f.target.text} ${f.target.met === undefined ? '?' : f.target.met ? '✅' : '❌'}`
       : '';
     lines.push(
-      `| ${f.group} | ${f.name} (${f.unit}) | ${cell(f.ours)} | ${cell(f.reference)} | ${Number.isFinite(r) ? r.toFixed(2) : '–'} | ${t} |`,
+      `| ${f.group} | ${f.name} (${f.unit}) | ${cell(f.ours)} | ${cell(f.reference)} | ${Number.isFinite(r) ? r.toFixed(2) + rr : '–'} | ${t} |`,
     );
   }
   return lines.join('\n') + '\n';

@@ -121,6 +121,24 @@ export interface ServiceOptions {
   nodeArgs?: string[];
   /** Our service only: load loop-probe-preload.mjs, writing event-loop stalls to this file. */
   loopProbeFile?: string;
+  /** Our service only: the node binary that runs it (default: the harness' own, process.execPath). */
+  node?: string;
+  /** Name of the log file (`<logName>.log` in logDir); default the kind. */
+  logName?: string;
+}
+
+/** Our service's listeners on loopback, statistics off and warnings only: what every bench service sets. */
+export function quietListenEnv(grpcPort: number, httpPort: number, debugPort: number): NodeJS.ProcessEnv {
+  return {
+    USE_STATSD: 'false',
+    LOG_LEVEL: 'warn',
+    HOST: LOOPBACK,
+    PORT: String(httpPort),
+    GRPC_HOST: LOOPBACK,
+    GRPC_PORT: String(grpcPort),
+    DEBUG_HOST: LOOPBACK,
+    DEBUG_PORT: String(debugPort),
+  };
 }
 
 export class BenchService {
@@ -158,14 +176,7 @@ export class BenchService {
       RUNTIME_ROOT: o.runtime.root,
       RUNTIME_SUBDIRECTORY: 'ratelimit',
       RUNTIME_WATCH_ROOT: 'false',
-      USE_STATSD: 'false',
-      LOG_LEVEL: 'warn',
-      HOST: LOOPBACK,
-      PORT: String(httpPort),
-      GRPC_HOST: LOOPBACK,
-      GRPC_PORT: String(grpcPort),
-      DEBUG_HOST: LOOPBACK,
-      DEBUG_PORT: String(debugPort),
+      ...quietListenEnv(grpcPort, httpPort, debugPort),
       LOCAL_CACHE_SIZE_IN_BYTES: String(o.localCacheBytes),
       ...(o.loopProbeFile && o.kind === 'ours' ? { BENCH_LOOP_PROBE: o.loopProbeFile } : {}),
     };
@@ -173,7 +184,7 @@ export class BenchService {
     if (o.kind === 'ours') {
       // The shipped bin (dist/), no tsx; the loop probe is plain JavaScript.
       command = [
-        process.execPath,
+        o.node ?? process.execPath,
         ...(o.nodeArgs ?? []),
         ...(o.loopProbeFile ? ['--import', join(REPO_ROOT, 'e2e', 'bench', 'loop-probe-preload.mjs')] : []),
         builtBin('ratelimit'),
@@ -185,12 +196,14 @@ export class BenchService {
     }
     // taskset execs the service: the pid we hold is the service's own.
     const proc = new ServerProcess(o.kind, 'taskset', ['-c', o.cpus, ...command], {
-      logPath: join(o.logDir, `${o.kind}.log`),
+      logPath: join(o.logDir, `${o.logName ?? o.kind}.log`),
       cwd: REPO_ROOT,
       env,
     });
+    // Startup took over 60 s twice on the shared machine (load average 15-19, 2026-11-24), most likely
+    // because the first config (10k descriptors among the bench domains) is parsed on a nice-19 thread.
     await waitForPort(grpcPort, {
-      deadlineMs: 60_000,
+      deadlineMs: 180_000,
       what: `${o.kind} gRPC listener`,
       abort: () => proc.exitReason(),
       context: () => proc.logTail(),

@@ -183,9 +183,19 @@ export interface FrameSource {
   frame(i: number): Buffer;
 }
 
-/** Frames for a workload: a pre-encoded pool of `poolSize` (cycled), or on the fly for highcard. */
-export function frameSource(w: WorkloadName, seed: number, keyBase = 0, poolSize = 1 << 16): FrameSource {
-  const make = requestMaker(w, seed, keyBase);
+/**
+ * Frames for a workload: a pre-encoded pool of `poolSize` (cycled), or on the fly for highcard. `domain`
+ * replaces the workload's own (the same requests against another domain's config, e.g. another algorithm).
+ */
+export function frameSource(
+  w: WorkloadName,
+  seed: number,
+  keyBase = 0,
+  poolSize = 1 << 16,
+  domain?: string,
+): FrameSource {
+  const base = requestMaker(w, seed, keyBase);
+  const make = domain === undefined ? base : (i: number) => ({ ...base(i), domain });
   if (w === 'highcard') return { frame: (i) => grpcFrame(encodeRequest(make(i))) };
   const n = w === 'hot' ? 1 : poolSize;
   const pool: Buffer[] = new Array(n);

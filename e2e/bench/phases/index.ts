@@ -1,0 +1,31 @@
+// Every benchmark phase, in the order a run executes them. A new phase is one module and one line here.
+import { algorithmsPhase } from './algorithms.js';
+import { checkPhase } from './check.js';
+import { h2loadPhase } from './h2load.js';
+import { jsonPhase } from './json.js';
+import { latencyPhase } from './latency.js';
+import { nodesPhase } from './node-versions.js';
+import { p99Phase } from './p99.js';
+import type { Phase } from './phase.js';
+import { reloadPhase } from './reload.js';
+import { rssPhase } from './rss.js';
+import { throughputPhase } from './throughput.js';
+import { xdsReloadPhase } from './xds-reload.js';
+import { xdsPhase } from './xds.js';
+
+export const PHASES: readonly Phase[] = [
+  checkPhase,
+  throughputPhase,
+  p99Phase,
+  latencyPhase,
+  rssPhase,
+  reloadPhase,
+  jsonPhase,
+  h2loadPhase,
+  algorithmsPhase,
+  nodesPhase,
+  xdsPhase,
+  xdsReloadPhase,
+];
+
+export const PHASE_NAMES: string[] = PHASES.map((p) => p.name);
