@@ -12,12 +12,14 @@ if (file && isMainThread) {
   const h = monitorEventLoopDelay({ resolution: 1 });
   h.enable();
   let lines = [];
+  const flush = () => {
+    if (lines.length) appendFileSync(file, lines.join('\n') + '\n');
+    lines = [];
+  };
   setInterval(() => {
     lines.push(`${Date.now()} ${(h.max / 1e6).toFixed(2)}`);
     h.reset();
-    if (lines.length >= 10) {
-      appendFileSync(file, lines.join('\n') + '\n');
-      lines = [];
-    }
+    if (lines.length >= 10) flush();
   }, 100).unref();
+  process.on('exit', flush);
 }

@@ -4,6 +4,7 @@ import { spawn } from 'node:child_process';
 import { loadgenDriver, type LoadDriver } from './drivers.js';
 import type { LoadResult, LoadSpec } from './loadgen.js';
 import { cpuSeconds, REPO_ROOT, type BenchRedis, type BenchService } from './services.js';
+import { stealMsPerCpu } from './tails.js';
 
 export interface Sample {
   service: string;
@@ -34,6 +35,11 @@ export interface Sample {
   loadgenCores: number;
   redisByCommand: Record<string, number>;
   firstError?: string;
+  /** The measured window (epoch ms, as the harness saw the driver's marks), for tail attribution. */
+  windowStartMs?: number;
+  windowEndMs?: number;
+  /** Steal time of each core in the window (ms; /proc/stat), for tail attribution. */
+  stealMs?: number[];
 }
 
 export interface MeasureOptions {
@@ -59,12 +65,25 @@ export async function measure(o: MeasureOptions): Promise<Sample> {
   });
   let stderr = '';
   child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
-  let start: { svc: number; redis: number; calls: number; byCommand: Record<string, number> } | undefined;
+  let start:
+    | {
+        svc: number;
+        redis: number;
+        calls: number;
+        byCommand: Record<string, number>;
+        at: number;
+        steal: number[];
+      }
+    | undefined;
   let end: typeof start;
   let pending: Promise<void> = Promise.resolve();
   const sample = async () => {
+    const at = Date.now();
+    const steal = stealMsPerCpu();
     const c = await o.redis.commandCalls();
     return {
+      at,
+      steal,
       svc: cpuSeconds(o.service.pid),
       redis: cpuSeconds(o.redis.pid),
       calls: c.total,
@@ -129,6 +148,9 @@ export async function measure(o: MeasureOptions): Promise<Sample> {
     loadgenCores: result.cpuMs / result.windowMs,
     redisByCommand: byCommand,
     firstError: result.firstError,
+    windowStartMs: start.at,
+    windowEndMs: end.at,
+    stealMs: end.steal.map((v, i) => v - (start!.steal[i] ?? v)),
   };
 }
 

@@ -17,6 +17,7 @@ import { markdownTable, type Figure } from './report.js';
 import type { BenchResults } from './results.js';
 import { BenchRedis, BenchService, pin, RuntimeDir, type ServiceKind } from './services.js';
 import { combineRuns, summaryTable } from './summary.js';
+import { OURS_LOOP_PROBE_FILE } from './loop-probe.js';
 import { configFiles } from './workloads.js';
 
 export { parseArgs, type BenchOptions } from './options.js';
@@ -113,7 +114,7 @@ export async function runBench(o: BenchOptions, copyLatest = true): Promise<Benc
       ...common,
       node: o.node,
       nodeArgs: o.profile ? ['--cpu-prof', `--cpu-prof-dir=${o.outDir}`] : [],
-      loopProbeFile: join(o.outDir, 'ours-event-loop.txt'),
+      loopProbeFile: join(o.outDir, OURS_LOOP_PROBE_FILE),
     });
     if (o.reference && BenchService.referenceBinary()) {
       svcs.reference = await BenchService.start({ kind: 'reference', ...common });

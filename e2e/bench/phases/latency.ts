@@ -1,16 +1,41 @@
 // Phase `latency`: p50 / p99 / p99.9 at fixed open-loop rates (latency counted from each call's intended
 // start), for every load shape (its connection count) and driver; rounds interleaved.
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { OURS_LOOP_PROBE_FILE, readProbe, startJitterProbes } from '../loop-probe.js';
 import type { BenchOptions } from '../options.js';
 import type { Figure } from '../report.js';
 import type { BenchResults } from '../results.js';
 import { driverOf, figureAdder, shapeOf, variantLabel, variantsOf } from '../figures.js';
 import { WORKLOAD_TITLES } from '../workloads.js';
-import { measureVariant, type Phase, type PhaseContext } from './phase.js';
+import { tailRows, tailsMarkdown } from '../tails.js';
+import { AUX_CPUS, measureVariant, SERVICE_CPUS, type Phase, type PhaseContext } from './phase.js';
 
 /** Issue 17: p99 and p99.9 at 1k/s and 2k/s no worse than the reference's, on every workload. */
 const TARGET_RATES = new Set([1000, 2000]);
 
 async function run(ctx: PhaseContext): Promise<void> {
+  const { o } = ctx;
+  // Tail attribution: an idle probe process on each core while the rounds run (tails.ts).
+  const probes = startJitterProbes(o.outDir, { services: SERVICE_CPUS, aux: AUX_CPUS });
+  const labels = new Map<object, string>();
+  try {
+    await rounds(ctx, labels);
+  } finally {
+    await probes.stop();
+  }
+  // The probes flush every second: read them after they stopped.
+  const rows = tailRows(
+    ctx.results.samples.filter((s) => labels.has(s)),
+    Object.fromEntries(Object.entries(probes.files).map(([k, f]) => [k, readProbe(f)])),
+    readProbe(join(o.outDir, OURS_LOOP_PROBE_FILE)),
+    (s) => labels.get(s)!,
+  );
+  ctx.results.extra.tails = rows;
+  writeFileSync(join(o.outDir, 'tails.md'), tailsMarkdown(rows));
+}
+
+async function rounds(ctx: PhaseContext, labels: Map<object, string>): Promise<void> {
   const { o } = ctx;
   for (const w of o.latencyWorkloads.filter((x) => o.workloads.includes(x))) {
     for (const rate of o.rates) {
@@ -23,6 +48,8 @@ async function run(ctx: PhaseContext): Promise<void> {
           mode: 'open',
           rate,
         });
+        const label = `${w} ${v.shape.label} ${v.driver.name} @${rate}/s r${round}`;
+        labels.set(s, label);
         ctx.record(s, `${w} ${svc.kind} ${v.shape.label} ${v.driver.name} @${rate}/s r${round}`);
       }, o.latencyRounds);
     }

@@ -3,7 +3,7 @@
 // longest call latency in the window and, inside our service, the longest event-loop stall.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { longestStall } from '../loop-probe.js';
+import { longestStall, OURS_LOOP_PROBE_FILE } from '../loop-probe.js';
 import { measure } from '../measure.js';
 import type { Figure } from '../report.js';
 import type { BenchResults } from '../results.js';
@@ -66,7 +66,7 @@ async function run(ctx: PhaseContext): Promise<void> {
       // Our main thread's own stalls: from the write until the new config serves (+200 ms for the
       // old config's garbage), and, as the control, in the second before the write.
       await new Promise((res) => setTimeout(res, 1200)); // the probe flushes every second
-      const text = readFileSync(join(o.outDir, 'ours-event-loop.txt'), 'utf8');
+      const text = readFileSync(join(o.outDir, OURS_LOOP_PROBE_FILE), 'utf8');
       const during = longestStall(text, writtenAt, (servedAt || writtenAt + 10_000) + 200);
       const before = longestStall(text, writtenAt - 1000, writtenAt - 100);
       (r.stallMs ??= []).push(during);

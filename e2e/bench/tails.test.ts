@@ -1,0 +1,83 @@
+// Tail attribution (tails.ts, loop-probe.ts): the idle probe processes write their slots (the last ones
+// too, when stopped), a window picks the slots that overlap it, and a sample's p99.9 is put down to the
+// machine, the service or neither by the rule the README states.
+import t from 'tap';
+import { makeTempDir, removeTempDir } from '../harness/net.js';
+import { readProbe, startJitterProbes, windowJitter, type ProbeSlot } from './loop-probe.js';
+import type { Sample } from './measure.js';
+import { attribute, tailRows, tailsMarkdown } from './tails.js';
+
+t.test('an idle probe process writes one slot per 100 ms, the last ones when stopped', async (t) => {
+  const dir = makeTempDir('bench-tails-test');
+  t.teardown(() => removeTempDir(dir));
+  const probes = startJitterProbes(dir, { a: '0' });
+  t.teardown(() => probes.stop());
+  // The probe writes 10 slots at a time: wait for the first batch, then let 9 more collect in its buffer.
+  const deadline = Date.now() + 30_000;
+  while (readProbe(probes.files.a!).length < 10) {
+    if (Date.now() > deadline) throw new Error('no slots written within 30 s');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  await new Promise((r) => setTimeout(r, 900));
+  const stopAt = Date.now();
+  await probes.stop();
+  const slots = readProbe(probes.files.a!);
+  t.ok(slots.length > 10, `the buffered slots were written at the stop (${slots.length})`);
+  t.ok(slots.at(-1)![0] >= stopAt - 500, 'the last slot is from just before the stop');
+  for (let i = 1; i < slots.length; i++) t.ok(slots[i]![0] > slots[i - 1]![0], 'in time order');
+  t.ok(
+    slots.every(([, max]) => Number.isFinite(max) && max >= 0),
+    'each slot holds a lateness in ms',
+  );
+});
+
+t.test('a window takes the slots that overlap it', async (t) => {
+  const slots: ProbeSlot[] = [
+    [1000, 1],
+    [1100, 9],
+    [1200, 2],
+    [1300, 30],
+  ];
+  t.same(windowJitter(slots, 1050, 1150), { maxMs: 9, slotsOver5ms: 1, slots: 2 });
+  t.same(windowJitter(slots, 1210, 1290), { maxMs: 30, slotsOver5ms: 1, slots: 1 });
+  t.same(windowJitter(slots, 2000, 3000), { maxMs: 0, slotsOver5ms: 0, slots: 0 });
+});
+
+t.test('p99.9 is put down to the machine, the service, or neither', async (t) => {
+  t.equal(attribute(1.5, 40, 40), 'none', 'a p99.9 of 2 ms or less needs no cause');
+  t.equal(attribute(20, 12, 12), 'machine', 'an idle process on a core was as late');
+  t.equal(attribute(20, 1, 15), 'service', 'only our event loop was');
+  t.equal(attribute(20, 1, undefined), 'unexplained', 'the reference has no loop probe');
+  t.equal(attribute(20, 3, 4), 'unexplained');
+
+  const sample = (service: string, p999Ms: number, start: number): Sample =>
+    ({
+      service,
+      mode: 'open',
+      latency: { p50Us: 100, p99Us: 1000, p999Us: p999Ms * 1000, maxUs: p999Ms * 1000 },
+      windowStartMs: start,
+      windowEndMs: start + 300,
+      stealMs: [0, 10],
+    }) as unknown as Sample;
+  const rows = tailRows(
+    [sample('ours', 20, 1000), sample('reference', 20, 2000)],
+    {
+      services: [
+        [1100, 15],
+        [2100, 1],
+      ],
+    },
+    [[2100, 18]],
+    (s) => `w ${s.service}`,
+  );
+  t.same(
+    rows.map((r) => [r.service, r.cause, r.probeMaxMs.services, r.loopMaxMs]),
+    [
+      ['ours', 'machine', 15, 0],
+      ['reference', 'unexplained', 1, undefined],
+    ],
+  );
+  const md = tailsMarkdown(rows);
+  t.match(md, /- ours: machine 1/);
+  t.match(md, /\| w reference \| reference \| 1\.0 \| 20\.0 \| 1\.0 \(0\) \|  \| 0\/10 \| unexplained \|/);
+});
