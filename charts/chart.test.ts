@@ -235,6 +235,8 @@ t.test(
       CACHE_WRITE_BEHIND_ENABLED: 'false',
       CACHE_WRITE_BEHIND_INTERVAL: '1s',
       CACHE_WRITE_BEHIND_MAX_KEYS: '100000',
+      REDIS_DIRECT_COUNTING: 'true',
+      REDIS_PERSECOND_DIRECT_COUNTING: 'true',
     });
     const set = await rlEnv(
       'redis.failureMode=local',
@@ -247,6 +249,7 @@ t.test(
       'redis.writeBehind.enabled=true',
       'redis.writeBehind.interval=5s',
       'redis.writeBehind.maxKeys=5000',
+      'redis.directCounting=false',
     );
     t.match(set, {
       CACHE_FAILURE_MODE: 'local',
@@ -259,6 +262,8 @@ t.test(
       CACHE_WRITE_BEHIND_ENABLED: 'true',
       CACHE_WRITE_BEHIND_INTERVAL: '5s',
       CACHE_WRITE_BEHIND_MAX_KEYS: '5000',
+      REDIS_DIRECT_COUNTING: 'false',
+      REDIS_PERSECOND_DIRECT_COUNTING: 'false',
     });
     // A failure mode other than error: pods stay ready through an outage, or the mode would never answer.
     for (const mode of ['allow', 'deny', 'local']) {

@@ -8,6 +8,7 @@ import type { RedisSettings, TlsFiles } from '../settings/index.js';
 import { createRedisClient, describeTarget, reconnectDelayMs, type RedisClient } from './client-options.js';
 import { RequestDeadlines } from './deadlines.js';
 import { clusterSlot } from './cluster-slot.js';
+import { DirectCounter, ReadOnlyReplicaError } from './direct-counter.js';
 import { defineLimitScript, runLimitScripts } from './limit-script.js';
 
 type ExecResult = [Error | null, unknown][] | null;
@@ -51,6 +52,8 @@ export class RedisDeployment {
   private readonly flushNow = (): void => this.flush();
   private lastConnectionError = '';
   private readonly deadlines: RequestDeadlines;
+  /** INCRBY + EXPIRE on a connection of our own while ioredis is connected (direct-counter.ts). */
+  private readonly direct: DirectCounter | undefined;
   private closing = false;
   /** True once the deployment has answered a PING (health: ready for the cache). */
   everConnected = false;
@@ -67,6 +70,9 @@ export class RedisDeployment {
     this.windowMs = settings.pipelineWindowMs;
     this.limit = settings.pipelineLimit;
     defineLimitScript(this.client);
+    this.direct = DirectCounter.supports(settings)
+      ? new DirectCounter(this.client as Redis, settings, tlsFiles, name, logger)
+      : undefined;
     // ioredis reconnects by itself; without a listener an 'error' event would crash the process.
     this.client.on('error', (err: Error) => {
       this.lastConnectionError = err.message;
@@ -125,7 +131,15 @@ export class RedisDeployment {
 
   private incrementUnbounded(ops: readonly CounterOp[]): Promise<number[]> {
     if (this.windowMs > 0) return this.enqueue(ops);
-    return this.isCluster ? this.incrementCluster(ops) : this.incrementPipeline(ops);
+    if (this.isCluster) return this.incrementCluster(ops);
+    if (this.direct?.usable()) {
+      return this.direct.increment(ops).catch((err: unknown) => {
+        // Refused by a demoted master, so not counted: ioredis resends after finding the new one.
+        if (err instanceof ReadOnlyReplicaError) return this.incrementPipeline(ops);
+        throw err;
+      });
+    }
+    return this.incrementPipeline(ops);
   }
 
   /** Per-op settlement: on a cluster each hash slot's pipeline succeeds or fails on its own. */
@@ -341,6 +355,7 @@ export class RedisDeployment {
   async close(): Promise<void> {
     this.closing = true;
     this.deadlines.stop();
+    this.direct?.close();
     if (this.queue.length > 0) this.flush();
     const c = this.client;
     if (c.status === 'ready') {

@@ -22,6 +22,8 @@ export interface RedisSettings {
   pipelineWindowMs: number;
   pipelineLimit: number;
   timeoutMs: number;
+  /** Ours (<prefix>_DIRECT_COUNTING, default true): INCRBY + EXPIRE on a connection of our own (direct-counter.ts). */
+  directCounting: boolean;
 }
 
 export interface TlsFiles {
@@ -177,6 +179,7 @@ function redisSettings(r: EnvReader, prefix: string, defaultUrl: string): RedisS
     pipelineWindowMs: r.durationMs(`${prefix}_PIPELINE_WINDOW`, 0),
     pipelineLimit: r.int(`${prefix}_PIPELINE_LIMIT`, 0, { min: 0 }),
     timeoutMs: r.durationMs(`${prefix}_TIMEOUT`, 10_000),
+    directCounting: r.bool(`${prefix}_DIRECT_COUNTING`, true),
   };
 }
 

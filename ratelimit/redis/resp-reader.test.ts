@@ -1,0 +1,56 @@
+// The RESP reply reader of the direct counting connection: every split of the byte stream into chunks
+// gives the same replies in the same order; other reply types and overlong lines are protocol errors.
+import fc from 'fast-check';
+import t from 'tap';
+import { RespProtocolError, RespReplyReader, respAuth, respCommand3 } from './resp-reader.js';
+
+type Reply = { v: number | string; err: boolean };
+
+const encode = (r: Reply) => (typeof r.v === 'number' ? `:${r.v}\r\n` : `${r.err ? '-' : '+'}${r.v}\r\n`);
+
+const replyArb: fc.Arbitrary<Reply> = fc.oneof(
+  fc.integer({ min: -(2 ** 53 - 1), max: 2 ** 53 - 1 }).map((v) => ({ v, err: false })),
+  fc
+    .tuple(fc.string({ unit: 'grapheme' }), fc.boolean())
+    .map(([s, err]) => ({ v: s.replace(/[\r\n]/g, ' '), err })),
+);
+
+t.test('any chunking of a reply stream gives the same replies', async (t) => {
+  fc.assert(
+    fc.property(
+      fc.array(replyArb, { maxLength: 40 }),
+      fc.array(fc.nat(), { maxLength: 20 }),
+      (replies, cuts) => {
+        const bytes = Buffer.from(replies.map(encode).join(''), 'utf8');
+        const at = [...new Set(cuts.map((c) => (bytes.length ? c % bytes.length : 0)))].sort((a, b) => a - b);
+        const got: Reply[] = [];
+        const r = new RespReplyReader((v, err) => got.push({ v, err }));
+        let from = 0;
+        for (const c of [...at, bytes.length]) {
+          r.feed(bytes.subarray(from, c));
+          from = c;
+        }
+        t.same(got, replies);
+        return true;
+      },
+    ),
+    { numRuns: 300 },
+  );
+});
+
+t.test('a bulk or array reply, a malformed integer and an overlong line are protocol errors', async (t) => {
+  const feed = (s: string | Buffer) => () => new RespReplyReader(() => undefined).feed(Buffer.from(s));
+  t.throws(feed('$3\r\nabc\r\n'), RespProtocolError);
+  t.throws(feed('*1\r\n:1\r\n'), RespProtocolError);
+  t.throws(feed(':12x\r\n'), RespProtocolError);
+  t.throws(feed(':\r\n'), RespProtocolError);
+  t.throws(feed('+ok\rx'), RespProtocolError);
+  t.throws(feed(Buffer.alloc(70_000, 0x61).fill('+', 0, 1)), /too long/);
+});
+
+t.test('commands are length-prefixed in bytes, so any key is sent as it is', async (t) => {
+  t.equal(respCommand3('INCRBY', 'k', 3), '*3\r\n$6\r\nINCRBY\r\n$1\r\nk\r\n$1\r\n3\r\n');
+  t.equal(respCommand3('EXPIRE', 'ü\r\n', 60), '*3\r\n$6\r\nEXPIRE\r\n$4\r\nü\r\n\r\n$2\r\n60\r\n');
+  t.equal(respAuth(undefined, 'pw'), '*2\r\n$4\r\nAUTH\r\n$2\r\npw\r\n');
+  t.equal(respAuth('u', 'pä'), '*3\r\n$4\r\nAUTH\r\n$1\r\nu\r\n$3\r\npä\r\n');
+});
