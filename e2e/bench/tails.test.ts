@@ -79,5 +79,5 @@ t.test('p99.9 is put down to the machine, the service, or neither', async (t) =>
   );
   const md = tailsMarkdown(rows);
   t.match(md, /- ours: machine 1/);
-  t.match(md, /\| w reference \| reference \| 1\.0 \| 20\.0 \| 1\.0 \(0\) \|  \| 0\/10 \| unexplained \|/);
+  t.match(md, /\| w reference \| reference \| 1\.0 \| 20\.0 \| 1\.0 \(0\) \| {2}\| 0\/10 \| unexplained \|/);
 });
