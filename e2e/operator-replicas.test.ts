@@ -288,7 +288,15 @@ t.test(
       },
       FOLLOWER_REPORT_TTL_MS,
     );
-    const stillShared = await getRlc(kube.kubeConfig, 'shared');
+    // The leader may have counted the emptied report in between: it converges on the rewritten one.
+    const stillShared = await waitFor(
+      'shared: 2/2 again from the rewritten report',
+      async () => {
+        const o = await getRlc(kube.kubeConfig, 'shared');
+        return o.status?.podsAcked === '2/2' ? o : undefined;
+      },
+      FOLLOWER_REPORT_TTL_MS,
+    );
     t.equal(stillShared.status?.podsAcked, '2/2', 'pod-b still runs a version with shared in it');
 
     // The follower dies without a word: its report stops being renewed and its pod drops out.
