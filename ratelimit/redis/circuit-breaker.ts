@@ -277,33 +277,46 @@ export class CircuitBreakerStore implements CounterStore {
    * while a check's shard is open, and each call's outcome recorded on the shards it reached (one call
    * fails as a whole, so each of its shards counts one failure).
    */
-  private async evaluateChecks(inner: ShardedStore, checks: readonly LimitCheck[]): Promise<LimitVerdict[]> {
+  private evaluateChecks(inner: ShardedStore, checks: readonly LimitCheck[]): Promise<LimitVerdict[]> {
     if (!this.settings.enabled) return inner.evaluate!(checks);
-    const circuits = new Set<Circuit>();
+    // Usually one shard for every check (one Redis): a set only when they differ.
+    let first: Circuit | undefined;
+    let more: Set<Circuit> | undefined;
+    const probe = this.shardProbe;
     for (let i = 0; i < checks.length; i++) {
       const c = checks[i]!;
-      const shard = this.inner.shardOf({
-        key: c.keys[0]!,
-        hits: 0,
-        expireSeconds: 0,
-        perSecond: c.perSecond,
-      });
-      const circuit = this.circuit(shard);
+      probe.key = c.keys[0]!;
+      probe.perSecond = c.perSecond;
+      const circuit = this.circuit(this.inner.shardOf(probe));
       if (circuit.state !== 'closed') {
         this.refused++;
-        throw circuit.refusal;
+        return Promise.reject(circuit.refusal);
       }
-      circuits.add(circuit);
+      if (first === undefined) first = circuit;
+      else if (circuit !== first) (more ??= new Set([first])).add(circuit);
     }
+    let sent: Promise<LimitVerdict[]>;
     try {
-      const verdicts = await inner.evaluate!(checks);
-      for (const c of circuits) this.recordOne(c, true, undefined);
-      return verdicts;
+      sent = inner.evaluate!(checks);
     } catch (err) {
-      for (const c of circuits) this.recordOne(c, false, err);
-      throw err;
+      sent = Promise.reject(err);
     }
+    return sent.then(
+      (verdicts) => {
+        if (more) for (const c of more) this.recordOne(c, true, undefined);
+        else if (first) this.recordOne(first, true, undefined);
+        return verdicts;
+      },
+      (err: unknown) => {
+        if (more) for (const c of more) this.recordOne(c, false, err);
+        else if (first) this.recordOne(first, false, err);
+        throw err;
+      },
+    );
   }
+
+  /** The op shardOf is asked about for a check (its first key and routing); reused, never stored. */
+  private readonly shardProbe = { key: '', hits: 0, expireSeconds: 0, perSecond: false };
 
   get(ops: readonly CounterOp[]): Promise<number[]> {
     if (this.settings.enabled) {

@@ -5,7 +5,7 @@
 import t, { type Test } from 'tap';
 import type { Redis } from 'ioredis';
 import { startRedis, type RedisServer } from '../../e2e/harness/redis.js';
-import { CacheError, type CounterOp } from '../limiter/index.js';
+import { CacheError, type CounterOp, type LimitCheck } from '../limiter/index.js';
 import { loadSettings } from '../settings/index.js';
 import { eventually } from '../test-support.js';
 import { RedisDeployment } from './index.js';
@@ -39,19 +39,28 @@ async function deployment(
 }
 
 /**
- * Which connection the deployment counts on: ioredis' own is marked by a CLIENT ID sent through it, then
- * one request is counted, and CLIENT LIST tells which connection ran its EXPIRE.
+ * Which connection ran `cmd` for `act`: ioredis' own is marked by a CLIENT ID sent through it, then `act`
+ * runs, and CLIENT LIST tells which connection's last command was `cmd`.
  */
-async function countedOn(d: RedisDeployment, redis: RedisServer): Promise<'direct' | 'ioredis' | 'none'> {
+async function ranOn(
+  d: RedisDeployment,
+  redis: RedisServer,
+  act: () => Promise<unknown>,
+  cmd: string,
+): Promise<'direct' | 'ioredis' | 'none'> {
   const id = String(await d.client.call('CLIENT', 'ID'));
-  await d.increment([op('countedOn')]);
+  await act();
   const list = (await admin(redis).call('CLIENT', 'LIST')) as string;
   const conns = list
     .split('\n')
     .map((l) => ({ id: /^id=(\d+)/.exec(l)?.[1], cmd: / cmd=(\S+)/.exec(l)?.[1] }));
-  if (conns.find((c) => c.id === id)?.cmd === 'expire') return 'ioredis';
-  return conns.some((c) => c.id !== id && c.cmd === 'expire') ? 'direct' : 'none';
+  if (conns.find((c) => c.id === id)?.cmd === cmd) return 'ioredis';
+  return conns.some((c) => c.id !== id && c.cmd === cmd) ? 'direct' : 'none';
 }
+
+/** Which connection the deployment counts a fixed window on. */
+const countedOn = (d: RedisDeployment, redis: RedisServer) =>
+  ranOn(d, redis, () => d.increment([op('countedOn')]), 'expire');
 
 async function commandCalls(redis: RedisServer, name: string): Promise<number> {
   const info = await admin(redis).info('commandstats');
@@ -210,5 +219,39 @@ t.test(
       'counting on the master again',
     );
     await eventually(async () => (await countedOn(d, a)) === 'direct', 15_000, 'the direct connection again');
+  },
+);
+
+t.test(
+  'limit script checks: EVALSHA on the direct connection, the verdicts of the ioredis path; NOSCRIPT resent',
+  async (t) => {
+    const redis = await startRedis();
+    t.teardown(() => redis.stop());
+    const direct = await deployment(t, redis);
+    const viaIoredis = await deployment(t, redis, { REDIS_DIRECT_COUNTING: 'false' });
+    const now = Date.now();
+    // Fixed window, sliding window and token bucket, limit 3 per minute (burst 3), keys per deployment.
+    const checks = (p: string): LimitCheck[] => [
+      { keys: [`{${p}}fw`], args: [now, 1, 0, 3, 60_000, 0], perSecond: false },
+      { keys: [`{${p}}sw:c`, `{${p}}sw:p`], args: [now, 1, 1, 3, 60_000, 0], perSecond: false },
+      { keys: [`{${p}}tb`], args: [now, 1, 2, 3, 60_000, 3], perSecond: false },
+    ];
+    // The first call meets NOSCRIPT (nothing loaded yet) and is resent through ioredis, which loads it.
+    for (let i = 0; i < 5; i++) {
+      const [a, b] = await Promise.all([direct.evaluate(checks('a')), viaIoredis.evaluate(checks('b'))]);
+      t.same(a, b, `call ${i + 1}: the same verdicts`);
+      t.equal(a[0]![0], i < 3 ? 0 : 1, i < 3 ? 'admitted' : 'rejected by the limit');
+    }
+    t.equal(await ranOn(direct, redis, () => direct.evaluate(checks('e')), 'evalsha'), 'direct');
+    t.equal(await ranOn(viaIoredis, redis, () => viaIoredis.evaluate(checks('f')), 'evalsha'), 'ioredis');
+    await admin(redis).call('SCRIPT', 'FLUSH');
+    const [c, d] = await Promise.all([direct.evaluate(checks('c')), viaIoredis.evaluate(checks('d'))]);
+    t.same(c, d, 'decided after SCRIPT FLUSH (NOSCRIPT resent through ioredis)');
+    t.equal(c[0]![0], 0);
+    t.equal(
+      await ranOn(direct, redis, () => direct.evaluate(checks('g')), 'evalsha'),
+      'direct',
+      'and direct again',
+    );
   },
 );

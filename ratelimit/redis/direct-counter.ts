@@ -12,28 +12,53 @@
 // cluster. This connection follows ioredis: it is used only while ioredis is connected, to the address
 // ioredis is connected to, and it reconnects whenever ioredis has (a failover, a restart). When it is not
 // usable the deployment sends through ioredis as before, so an outage behaves exactly as without it.
+import { createHash } from 'node:crypto';
 import { isIP, connect as netConnect, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import { CacheError, type CounterOp } from '../limiter/index.js';
+import { CacheError, type CounterOp, type LimitCheck, type LimitVerdict } from '../limiter/index.js';
 import type { RedisSettings, TlsFiles } from '../settings/index.js';
 import { parseAuth, parseRedisTarget, tlsOptions } from './client-options.js';
-import { RespReplyReader, respAuth, respCommand3 } from './resp-reader.js';
+import { LIMIT_SCRIPT } from './limit-script.js';
+import { RespReplyReader, respArray, respAuth, respCommand3 } from './resp-reader.js';
 
-/** A master demoted to replica refused the writes: nothing was counted, the caller may send elsewhere. */
-export class ReadOnlyReplicaError extends CacheError {}
+/**
+ * Nothing was counted and ioredis can do what this connection cannot: a master demoted to replica
+ * refused the writes (ioredis finds the new master), or the script is not loaded on the server (ioredis
+ * sends it with EVAL). The deployment resends the request through ioredis.
+ */
+export class ResendThroughIoredis extends CacheError {}
+
+const LIMIT_SCRIPT_SHA = createHash('sha1').update(LIMIT_SCRIPT).digest('hex');
+const EVALSHA_HEAD = `$7\r\nEVALSHA\r\n$40\r\n${LIMIT_SCRIPT_SHA}\r\n`;
+
+/** `EVALSHA sha numkeys keys... args...` for one check, written without an intermediate array. */
+function evalshaCommand(c: LimitCheck): string {
+  const keys = c.keys;
+  const args = c.args;
+  const nk = String(keys.length);
+  let out = `*${3 + keys.length + args.length}\r\n${EVALSHA_HEAD}$${nk.length}\r\n${nk}\r\n`;
+  for (let i = 0; i < keys.length; i++) out += `$${Buffer.byteLength(keys[i]!)}\r\n${keys[i]}\r\n`;
+  for (let i = 0; i < args.length; i++) {
+    const a = String(args[i]);
+    out += `$${a.length}\r\n${a}\r\n`;
+  }
+  return out;
+}
 
 interface Waiting {
   /** The commands, for error messages. */
   what: string;
-  /** Replies still expected (2 per op; 1 for AUTH). */
+  /** Replies still expected (2 per op, 1 per script call, 1 for AUTH). */
   left: number;
   seen: number;
-  counts: number[] | undefined;
+  /** Replies per result: 2 (INCRBY + EXPIRE: the INCRBY's count is kept) or 1 (every reply kept). */
+  step: 1 | 2;
+  results: unknown[] | undefined;
   error: string | undefined;
   at: number;
-  resolve(counts: number[]): void;
+  resolve(results: unknown[]): void;
   reject(err: Error): void;
 }
 
@@ -48,6 +73,8 @@ class Conn {
   private flushQueued = false;
   private closedWith: Error | undefined;
   private retiring = false;
+  /** SCRIPT LOAD sent on this connection (before its first script call). */
+  scriptLoaded = false;
   private readonly reader: RespReplyReader;
 
   constructor(
@@ -104,23 +131,28 @@ class Conn {
     if (!this.closed && out) this.sock.write(out);
   }
 
-  private reply(value: number | string, isError: boolean): void {
+  private reply(value: number | string | number[], isError: boolean): void {
     const w = this.waiting[this.head];
     if (!w) throw new Error('a reply nobody asked for');
     const i = w.seen++;
     if (isError) w.error ??= String(value);
-    else if (w.counts && (i & 1) === 0) w.counts[i >> 1] = value as number;
+    else if (w.results) {
+      if (w.step === 1) w.results[i] = value;
+      else if ((i & 1) === 0) w.results[i >> 1] = value;
+    }
     if (--w.left > 0) return;
     this.waiting[this.head++] = undefined as unknown as Waiting;
     if (this.head > 1024 && this.head * 2 > this.waiting.length) {
       this.waiting.splice(0, this.head);
       this.head = 0;
     }
-    if (w.error === undefined) w.resolve(w.counts ?? []);
+    if (w.error === undefined) w.resolve(w.results ?? []);
     else if (w.error.startsWith('READONLY')) {
-      w.reject(new ReadOnlyReplicaError(`redis ${w.what} failed: ${w.error}`));
+      w.reject(new ResendThroughIoredis(`redis ${w.what} failed: ${w.error}`));
       // Every later write on this connection is refused too: follow ioredis to the new master.
-      this.close(new ReadOnlyReplicaError('redis master demoted to replica'));
+      this.close(new ResendThroughIoredis('redis master demoted to replica'));
+    } else if (w.error.startsWith('NOSCRIPT')) {
+      w.reject(new ResendThroughIoredis(`redis ${w.what} failed: ${w.error}`));
     } else w.reject(new CacheError(`redis ${w.what} failed: ${w.error}`));
     if (this.retiring && this.head >= this.waiting.length) {
       this.close(new CacheError('redis direct connection retired'));
@@ -174,7 +206,7 @@ export class DirectCounter {
   /** INCRBY + EXPIRE per op, in op order; resolves with the counts after the increment. */
   increment(ops: readonly CounterOp[]): Promise<number[]> {
     const conn = this.connection();
-    if (!conn) return Promise.reject(new CacheError('redis direct connection unavailable'));
+    if (!conn) return Promise.reject(new ResendThroughIoredis('redis direct connection unavailable'));
     const now = performance.now();
     const oldest = conn.oldest();
     if (oldest && now - oldest.at > this.staleMs) {
@@ -191,14 +223,73 @@ export class DirectCounter {
         what: 'INCRBY/EXPIRE',
         left: ops.length * 2,
         seen: 0,
-        counts: new Array<number>(ops.length),
+        step: 2,
+        results: new Array<number>(ops.length),
         error: undefined,
         at: now,
-        resolve,
+        resolve: resolve as (r: unknown[]) => void,
         reject,
       });
     });
   }
+
+  /**
+   * The limit script per check (EVALSHA; the server's script cache is shared by its connections, so a
+   * NOSCRIPT answer is resent through ioredis, which loads it with EVAL). Calls of one event-loop turn
+   * leave in one write, as ioredis' turn batch does (limit-script.ts).
+   */
+  evaluate(checks: readonly LimitCheck[]): Promise<LimitVerdict[]> {
+    return new Promise<LimitVerdict[]>((resolve, reject) => {
+      if (this.turn.push({ checks, resolve, reject }) === 1) setImmediate(this.flushTurn);
+    });
+  }
+
+  private turn: {
+    checks: readonly LimitCheck[];
+    resolve(v: LimitVerdict[]): void;
+    reject(e: Error): void;
+  }[] = [];
+
+  private readonly flushTurn = (): void => {
+    const turn = this.turn;
+    this.turn = [];
+    const conn = this.connection();
+    for (const call of turn) {
+      if (!conn) {
+        call.reject(new ResendThroughIoredis('redis direct connection unavailable'));
+        continue;
+      }
+      if (!conn.scriptLoaded) {
+        conn.scriptLoaded = true;
+        // Loaded once per connection, before its first EVALSHA (the server's script cache is shared, so
+        // the reply is not needed; a failed load shows as NOSCRIPT later, which ioredis then handles).
+        conn.send(respArray(['SCRIPT', 'LOAD', LIMIT_SCRIPT]), {
+          what: 'SCRIPT LOAD',
+          left: 1,
+          seen: 0,
+          step: 1,
+          results: undefined,
+          error: undefined,
+          at: performance.now(),
+          resolve: () => undefined,
+          reject: () => undefined,
+        });
+      }
+      let bytes = '';
+      for (let i = 0; i < call.checks.length; i++) bytes += evalshaCommand(call.checks[i]!);
+      conn.send(bytes, {
+        what: 'limit script',
+        left: call.checks.length,
+        seen: 0,
+        step: 1,
+        results: new Array<LimitVerdict>(call.checks.length),
+        error: undefined,
+        at: performance.now(),
+        resolve: call.resolve as (r: unknown[]) => void,
+        reject: call.reject,
+      });
+    }
+  };
 
   close(): void {
     this.closing = true;
@@ -232,7 +323,8 @@ export class DirectCounter {
         what: 'AUTH',
         left: 1,
         seen: 0,
-        counts: undefined,
+        step: 1,
+        results: undefined,
         error: undefined,
         at: performance.now(),
         resolve: () => undefined,

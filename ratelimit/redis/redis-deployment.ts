@@ -8,7 +8,7 @@ import type { RedisSettings, TlsFiles } from '../settings/index.js';
 import { createRedisClient, describeTarget, reconnectDelayMs, type RedisClient } from './client-options.js';
 import { RequestDeadlines } from './deadlines.js';
 import { clusterSlot } from './cluster-slot.js';
-import { DirectCounter, ReadOnlyReplicaError } from './direct-counter.js';
+import { DirectCounter, ResendThroughIoredis } from './direct-counter.js';
 import { defineLimitScript, runLimitScripts } from './limit-script.js';
 
 type ExecResult = [Error | null, unknown][] | null;
@@ -134,8 +134,8 @@ export class RedisDeployment {
     if (this.isCluster) return this.incrementCluster(ops);
     if (this.direct?.usable()) {
       return this.direct.increment(ops).catch((err: unknown) => {
-        // Refused by a demoted master, so not counted: ioredis resends after finding the new one.
-        if (err instanceof ReadOnlyReplicaError) return this.incrementPipeline(ops);
+        // Not counted (a demoted master refused it): ioredis resends after finding the new one.
+        if (err instanceof ResendThroughIoredis) return this.incrementPipeline(ops);
         throw err;
       });
     }
@@ -320,11 +320,24 @@ export class RedisDeployment {
 
   /** The limit script per descriptor (limit-script.ts), all in one round trip. */
   evaluate(checks: readonly LimitCheck[]): Promise<LimitVerdict[]> {
-    if (!this.isCluster) this.corkForThisTick(this.client as Redis);
-    return this.deadlines.bound(runLimitScripts(this.client, checks)).catch((err: unknown) => {
-      throw cacheError('redis limit script failed', err);
-    });
+    const sent = this.direct?.usable()
+      ? this.direct.evaluate(checks).catch((err: unknown) => {
+          // Not counted (NOSCRIPT, or a demoted master): ioredis loads the script or finds the master.
+          if (err instanceof ResendThroughIoredis) return this.evaluateViaIoredis(checks);
+          throw err;
+        })
+      : this.evaluateViaIoredis(checks);
+    return this.deadlines.bound(sent).catch(this.scriptFailed);
   }
+
+  private evaluateViaIoredis(checks: readonly LimitCheck[]): Promise<LimitVerdict[]> {
+    if (!this.isCluster) this.corkForThisTick(this.client as Redis);
+    return runLimitScripts(this.client, checks);
+  }
+
+  private readonly scriptFailed = (err: unknown): never => {
+    throw cacheError('redis limit script failed', err);
+  };
 
   /** Current counts (0 when absent), without counting. */
   async get(ops: readonly CounterOp[]): Promise<number[]> {

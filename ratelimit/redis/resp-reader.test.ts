@@ -4,12 +4,23 @@ import fc from 'fast-check';
 import t from 'tap';
 import { RespProtocolError, RespReplyReader, respAuth, respCommand3 } from './resp-reader.js';
 
-type Reply = { v: number | string; err: boolean };
+type Reply = { v: number | string | number[]; err: boolean; bulk?: boolean };
 
-const encode = (r: Reply) => (typeof r.v === 'number' ? `:${r.v}\r\n` : `${r.err ? '-' : '+'}${r.v}\r\n`);
+const encode = (r: Reply): string =>
+  Array.isArray(r.v)
+    ? `*${r.v.length}\r\n${r.v.map((x) => `:${x}\r\n`).join('')}`
+    : typeof r.v === 'number'
+      ? `:${r.v}\r\n`
+      : r.bulk
+        ? `$${Buffer.byteLength(r.v)}\r\n${r.v}\r\n`
+        : `${r.err ? '-' : '+'}${r.v}\r\n`;
 
 const replyArb: fc.Arbitrary<Reply> = fc.oneof(
   fc.integer({ min: -(2 ** 53 - 1), max: 2 ** 53 - 1 }).map((v) => ({ v, err: false })),
+  fc
+    .array(fc.integer({ min: -(2 ** 53 - 1), max: 2 ** 53 - 1 }), { maxLength: 9 })
+    .map((v) => ({ v, err: false })),
+  fc.string({ unit: 'grapheme', maxLength: 60 }).map((v) => ({ v, err: false, bulk: true })),
   fc
     .tuple(fc.string({ unit: 'grapheme' }), fc.boolean())
     .map(([s, err]) => ({ v: s.replace(/[\r\n]/g, ' '), err })),
@@ -24,13 +35,14 @@ t.test('any chunking of a reply stream gives the same replies', async (t) => {
         const bytes = Buffer.from(replies.map(encode).join(''), 'utf8');
         const at = [...new Set(cuts.map((c) => (bytes.length ? c % bytes.length : 0)))].sort((a, b) => a - b);
         const got: Reply[] = [];
+        const want = replies.map(({ v, err }) => ({ v, err }));
         const r = new RespReplyReader((v, err) => got.push({ v, err }));
         let from = 0;
         for (const c of [...at, bytes.length]) {
           r.feed(bytes.subarray(from, c));
           from = c;
         }
-        t.same(got, replies);
+        t.same(got, want);
         return true;
       },
     ),
@@ -38,15 +50,21 @@ t.test('any chunking of a reply stream gives the same replies', async (t) => {
   );
 });
 
-t.test('a bulk or array reply, a malformed integer and an overlong line are protocol errors', async (t) => {
-  const feed = (s: string | Buffer) => () => new RespReplyReader(() => undefined).feed(Buffer.from(s));
-  t.throws(feed('$3\r\nabc\r\n'), RespProtocolError);
-  t.throws(feed('*1\r\n:1\r\n'), RespProtocolError);
-  t.throws(feed(':12x\r\n'), RespProtocolError);
-  t.throws(feed(':\r\n'), RespProtocolError);
-  t.throws(feed('+ok\rx'), RespProtocolError);
-  t.throws(feed(Buffer.alloc(70_000, 0x61).fill('+', 0, 1)), /too long/);
-});
+t.test(
+  'a bulk reply, an array of anything but integers, a malformed integer and an overlong line are protocol errors',
+  async (t) => {
+    const feed = (s: string | Buffer) => () => new RespReplyReader(() => undefined).feed(Buffer.from(s));
+    t.throws(feed('$5000\r\n'), RespProtocolError, 'a long bulk string');
+    t.throws(feed('*1\r\n$1\r\na\r\n'), RespProtocolError, 'a bulk string inside an array');
+    t.throws(feed('*2\r\n*1\r\n:1\r\n'), RespProtocolError, 'a nested array');
+    t.throws(feed('*2\r\n+OK\r\n'), RespProtocolError, 'a status inside an array');
+    t.throws(feed('*-1\r\n'), RespProtocolError, 'a null array');
+    t.throws(feed(':12x\r\n'), RespProtocolError);
+    t.throws(feed(':\r\n'), RespProtocolError);
+    t.throws(feed('+ok\rx'), RespProtocolError);
+    t.throws(feed(Buffer.alloc(70_000, 0x61).fill('+', 0, 1)), /too long/);
+  },
+);
 
 t.test('commands are length-prefixed in bytes, so any key is sent as it is', async (t) => {
   t.equal(respCommand3('INCRBY', 'k', 3), '*3\r\n$6\r\nINCRBY\r\n$1\r\nk\r\n$1\r\n3\r\n');

@@ -1,9 +1,14 @@
-// A reader of the three RESP reply types that INCRBY, EXPIRE and AUTH answer with: integer (`:`), simple
-// string (`+`) and error (`-`). Hand-written for the direct counting connection (direct-counter.ts): the
-// general parser ioredis uses handles every type and hands each reply to a Command object, which is the
-// cost this path removes. Anything else on the wire is a protocol error, never a guess.
+// A reader of the RESP replies that INCRBY, EXPIRE, AUTH, SCRIPT LOAD and the limit script answer with:
+// integer (`:`), simple string (`+`), error (`-`), a short bulk string (`$`, the script's SHA1) and an
+// array of integers (`*`, the script's verdict). Hand-written for
+// the direct counting connection (direct-counter.ts): the general parser ioredis uses handles every type
+// and hands each reply to a Command object, which is the cost this path removes. Anything else on the
+// wire is a protocol error, never a guess.
 
-export type ReplyHandler = (value: number | string, isError: boolean) => void;
+export type ReplyHandler = (value: number | string | number[], isError: boolean) => void;
+
+/** Most elements accepted in one array reply (the script returns 1 + 2 per limit). */
+const MAX_ARRAY = 1 << 16;
 
 /** Longest reply line accepted: an error message or an integer, never a value read from a key. */
 const MAX_LINE_BYTES = 64 * 1024;
@@ -14,6 +19,9 @@ export class RespProtocolError extends Error {
 
 export class RespReplyReader {
   private rest: Buffer | undefined;
+  /** The array being read, and how many elements it still lacks. */
+  private array: number[] | undefined;
+  private arrayLeft = 0;
 
   constructor(private readonly onReply: ReplyHandler) {}
 
@@ -49,8 +57,46 @@ export class RespReplyReader {
           throw new RespProtocolError('malformed integer reply');
         }
         at = i + 2;
-        this.onReply(neg ? -v : v, false);
-      } else if (type === 0x2b /* + */ || type === 0x2d /* - */) {
+        const value = neg ? -v : v;
+        if (this.array) {
+          this.array.push(value);
+          if (--this.arrayLeft === 0) {
+            const a = this.array;
+            this.array = undefined;
+            this.onReply(a, false);
+          }
+        } else this.onReply(value, false);
+      } else if (type === 0x2a /* * */ && !this.array) {
+        const end = buf.indexOf(0x0d, at + 1);
+        if (end < 0 || end + 1 >= n) break;
+        const count = Number(buf.toString('latin1', at + 1, end));
+        if (buf[end + 1] !== 0x0a || !Number.isInteger(count) || count < 0 || count > MAX_ARRAY) {
+          throw new RespProtocolError('malformed array reply');
+        }
+        at = end + 2;
+        if (count === 0) this.onReply([], false);
+        else {
+          this.array = [];
+          this.arrayLeft = count;
+        }
+      } else if (type === 0x24 /* $ */ && !this.array) {
+        // SCRIPT LOAD's answer (the script's SHA1): short bulk strings only.
+        const end = buf.indexOf(0x0d, at + 1);
+        if (end < 0 || end + 1 >= n) break;
+        const len = Number(buf.toString('latin1', at + 1, end));
+        if (buf[end + 1] !== 0x0a || !Number.isInteger(len) || len < -1 || len > 4096) {
+          throw new RespProtocolError('malformed bulk reply');
+        }
+        if (len === -1) {
+          at = end + 2;
+          this.onReply('', false);
+          continue;
+        }
+        if (end + 2 + len + 2 > n) break;
+        const text = buf.toString('utf8', end + 2, end + 2 + len);
+        at = end + 2 + len + 2;
+        this.onReply(text, false);
+      } else if (!this.array && (type === 0x2b /* + */ || type === 0x2d) /* - */) {
         const end = buf.indexOf(0x0d, at + 1);
         if (end < 0 || end + 1 >= n) break;
         if (buf[end + 1] !== 0x0a) throw new RespProtocolError('malformed reply line');
@@ -76,6 +122,18 @@ export function respCommand3(name: string, key: string, arg: number): string {
 
 /** `AUTH [username] password`. */
 export function respAuth(username: string | undefined, password: string): string {
-  const parts = username ? ['AUTH', username, password] : ['AUTH', password];
-  return `*${parts.length}\r\n${parts.map((p) => `$${Buffer.byteLength(p)}\r\n${p}\r\n`).join('')}`;
+  return respArray(username ? ['AUTH', username, password] : ['AUTH', password]);
+}
+
+/** Any command as a RESP array of bulk strings (numbers written as String(n) does). */
+export function respArray(parts: readonly (string | number)[]): string {
+  let out = `*${parts.length}\r\n`;
+  for (let i = 0; i < parts.length; i++) {
+    const p = parts[i]!;
+    if (typeof p === 'number') {
+      const s = String(p);
+      out += `$${s.length}\r\n${s}\r\n`;
+    } else out += `$${Buffer.byteLength(p)}\r\n${p}\r\n`;
+  }
+  return out;
 }
