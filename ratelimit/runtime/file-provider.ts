@@ -34,6 +34,13 @@ export interface FileProviderOptions {
 
 export type ConfigUpdate = { config: RateLimitConfig; sources: string[] } | { error: Error };
 
+/**
+ * A change is read this long after the last file event: the events of one write or of a ConfigMap's
+ * symlink swap arrive within it, and a later event only reschedules the read (the fingerprint decides
+ * whether anything changed). The parser's worker starts on the first event, during the wait.
+ */
+export const WATCH_DEBOUNCE_MS = 25;
+
 export class FileConfigProvider {
   private watchers: FSWatcher[] = [];
   private poller?: NodeJS.Timeout;
@@ -85,7 +92,10 @@ export class FileConfigProvider {
       this.opts.watchRoot === false ? [this.directory] : [dirname(this.opts.root), this.opts.root];
     for (const t of targets) {
       try {
-        const w = watch(t, () => this.schedule(100));
+        const w = watch(t, () => {
+          this.parser.warm();
+          this.schedule(WATCH_DEBOUNCE_MS);
+        });
         w.on('error', () => undefined);
         this.watchers.push(w);
       } catch {

@@ -126,3 +126,18 @@ t.test('an idle worker ends, and the next parse starts another', async (t) => {
   t.same((await p.parse([source]))[0]?.domain, 'd');
   t.same(p.counts, { worker: 2, inline: 0, timedOut: 0 }, 'both parses ran on a worker');
 });
+
+t.test('warm() starts the worker before a parse, and it ends when no parse comes', async (t) => {
+  const p = new YamlParser({ idleMs: 200 });
+  t.teardown(() => p.close());
+  t.notOk(p.workerRunning, 'no worker before anything asks');
+  p.warm();
+  t.ok(p.workerRunning, 'started by warm()');
+  const deadline = Date.now() + 10_000;
+  while (p.workerRunning && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  t.notOk(p.workerRunning, 'ended after idleMs without a parse');
+  p.warm();
+  const source = { name: 'a.yaml', yaml: 'domain: d\ndescriptors:\n  - key: a\n' };
+  t.same((await p.parse([source]))[0]?.domain, 'd');
+  t.same(p.counts, { worker: 1, inline: 0, timedOut: 0 }, 'the parse ran on the warmed worker');
+});

@@ -218,11 +218,7 @@ export class YamlParser {
       }
       this.waiting.delete(r.id);
       p?.resolve(r);
-      if (this.waiting.size === 0 && this.idleMs > 0) {
-        clearTimeout(this.idleTimer);
-        this.idleTimer = setTimeout(() => this.waiting.size === 0 && this.stopWorker(), this.idleMs);
-        this.idleTimer.unref();
-      }
+      this.armIdleEnd();
     });
     const fail = (err: Error) => {
       if (this.worker !== w) return;
@@ -235,6 +231,27 @@ export class YamlParser {
     w.on('exit', (code) => fail(new Error(`config parser worker exited with code ${code}`)));
     this.worker = w;
     return w;
+  }
+
+  /**
+   * Starts the worker ahead of a parse: a watched file changed and its parse follows the debounce, so
+   * loading the worker's modules overlaps the wait. Ended after idleMs like any idle worker.
+   */
+  warm(): void {
+    if (this.closed) return;
+    try {
+      this.ensureWorker();
+    } catch {
+      return; // no worker here: the parse says so, and runs inline
+    }
+    this.armIdleEnd();
+  }
+
+  private armIdleEnd(): void {
+    if (this.waiting.size !== 0 || this.idleMs <= 0) return;
+    clearTimeout(this.idleTimer);
+    this.idleTimer = setTimeout(() => this.waiting.size === 0 && this.stopWorker(), this.idleMs);
+    this.idleTimer.unref();
   }
 
   /** Terminates the worker (not waiting for it) and fails what waits on it. */
