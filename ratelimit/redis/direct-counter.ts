@@ -102,6 +102,10 @@ class Conn {
 
   /** Queues a request's bytes for this tick's single write and the request for its replies. */
   send(bytes: string, w: Waiting): void {
+    if (this.closedWith) {
+      w.reject(new ResendThroughIoredis(this.closedWith.message));
+      return;
+    }
     this.waiting.push(w);
     this.outbox += bytes;
     if (!this.flushQueued) {
