@@ -4,14 +4,15 @@
 // to the file named by BENCH_LOOP_PROBE. The reload phase reads the longest stall around a reload from
 // it, measured inside the service rather than through the load generator's latencies.
 import { appendFileSync } from 'node:fs';
-import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { isMainThread } from 'node:worker_threads';
 
 const file = process.env.BENCH_LOOP_PROBE;
 if (file && isMainThread) {
   const h = monitorEventLoopDelay({ resolution: 1 });
   h.enable();
-  let lines = [];
+  // The process' start (epoch ms): V8's --trace-gc lines count milliseconds from about then.
+  let lines = [`# timeOrigin ${performance.timeOrigin.toFixed(1)}`];
   const flush = () => {
     if (lines.length) appendFileSync(file, lines.join('\n') + '\n');
     lines = [];

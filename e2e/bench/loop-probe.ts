@@ -70,10 +70,17 @@ export function readProbe(file: string): ProbeSlot[] {
 export function parseProbe(text: string): ProbeSlot[] {
   const out: ProbeSlot[] = [];
   for (const line of text.split('\n')) {
+    if (line.startsWith('#')) continue;
     const [a, b] = line.split(' ');
     if (a && b) out.push([Number(a), Number(b)]);
   }
   return out;
+}
+
+/** The probed process' start (epoch ms), from the probe file's header line, if written. */
+export function probeTimeOrigin(text: string): number | undefined {
+  const m = /^# timeOrigin ([\d.]+)$/m.exec(text);
+  return m ? Number(m[1]) : undefined;
 }
 
 export interface WindowJitter {

@@ -36,6 +36,8 @@ export interface BenchOptions {
   outDir: string;
   /** Write a V8 CPU profile of our service to outDir (--profile). */
   profile: boolean;
+  /** Run our service with --trace-gc: its GC pauses join the latency phase's tail attribution. */
+  traceGc: boolean;
   /** Node binary that runs our service (--node), and the one the `nodes` phase compares it with. */
   node?: string;
   compareNode?: string;
@@ -82,6 +84,7 @@ export function parseArgs(argv: string[]): BenchOptions {
     phases: new Set(phases),
     outDir: get('out') ?? join(REPO_ROOT, 'bench-results', stamp),
     profile: argv.includes('--profile'),
+    traceGc: argv.includes('--trace-gc'),
     node: get('node'),
     compareNode: get('compare-node'),
     log: (m) => process.stderr.write(`[bench] ${m}\n`),

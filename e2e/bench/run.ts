@@ -113,7 +113,10 @@ export async function runBench(o: BenchOptions, copyLatest = true): Promise<Benc
       kind: 'ours',
       ...common,
       node: o.node,
-      nodeArgs: o.profile ? ['--cpu-prof', `--cpu-prof-dir=${o.outDir}`] : [],
+      nodeArgs: [
+        ...(o.profile ? ['--cpu-prof', `--cpu-prof-dir=${o.outDir}`] : []),
+        ...(o.traceGc ? ['--trace-gc'] : []),
+      ],
       loopProbeFile: join(o.outDir, OURS_LOOP_PROBE_FILE),
     });
     if (o.reference && BenchService.referenceBinary()) {

@@ -3,9 +3,16 @@
 // machine, the service or neither by the rule the README states.
 import t from 'tap';
 import { makeTempDir, removeTempDir } from '../harness/net.js';
-import { readProbe, startJitterProbes, windowJitter, type ProbeSlot } from './loop-probe.js';
+import {
+  parseProbe,
+  probeTimeOrigin,
+  readProbe,
+  startJitterProbes,
+  windowJitter,
+  type ProbeSlot,
+} from './loop-probe.js';
 import type { Sample } from './measure.js';
-import { attribute, tailRows, tailsMarkdown } from './tails.js';
+import { attribute, parseTraceGc, tailRows, tailsMarkdown } from './tails.js';
 
 t.test('an idle probe process writes one slot per 100 ms, the last ones when stopped', async (t) => {
   const dir = makeTempDir('bench-tails-test');
@@ -81,3 +88,29 @@ t.test('p99.9 is put down to the machine, the service, or neither', async (t) =>
   t.match(md, /- ours: machine 1/);
   t.match(md, /\| w reference \| reference \| 1\.0 \| 20\.0 \| 1\.0 \(0\) \| {2}\| 0\/10 \| unexplained \|/);
 });
+
+t.test(
+  'the probe header gives the process start; --trace-gc lines become pauses on the epoch clock',
+  async (t) => {
+    const probe = '# timeOrigin 1700000000000.5\n1700000000100 1.20\n1700000000200 3.40\n';
+    t.equal(probeTimeOrigin(probe), 1700000000000.5);
+    t.same(parseProbe(probe), [
+      [1700000000100, 1.2],
+      [1700000000200, 3.4],
+    ]);
+    const log = [
+      '{"level":40,"msg":"connecting to redis"}',
+      '[7170:0x26983d90]       29 ms: Scavenge 3.8 (4.0) -> 3.4 (5.0) MB, 2.33 / 0.00 ms  (average mu = 1.000, current mu = 1.000) allocation failure; ',
+      '[7170:0x26983d90]     1500 ms: Scavenge (interleaved) 40.1 (52.0) -> 30.2 (52.0) MB, pooled: 0.0 MB, 0.91 / 0.00 ms  (average mu = 0.990, current mu = 0.990) task; ',
+      '[7170:0x26983d90]     2100 ms: Mark-Compact 60.5 (70.1) -> 41.0 (66.3) MB, pooled: 0.0 MB, 14.25 / 0.00 ms  (+ 5.1 ms in 20 steps since start of marking, biggest step 1.2 ms, walltime since start of marking 300 ms) finalize incremental marking via stack guard; GC in old space requested',
+    ].join('\n');
+    t.same(parseTraceGc(log, 1000), [
+      { atMs: 1029, pauseMs: 2.33, kind: 'Scavenge' },
+      { atMs: 2500, pauseMs: 0.91, kind: 'Scavenge' },
+      { atMs: 3100, pauseMs: 14.25, kind: 'Mark-Compact' },
+    ]);
+    t.equal(attribute(20, 3, 15, 12), 'service: GC', 'a pause of at least half the p99.9');
+    t.equal(attribute(20, 3, 15, 2), 'service', 'the loop was late, not because of a pause');
+    t.equal(attribute(20, 12, 15, 12), 'machine', 'a core-wide stall first');
+  },
+);

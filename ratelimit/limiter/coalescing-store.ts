@@ -4,6 +4,7 @@
 // T-n+1 ... T in arrival order, so decisions are identical to counting one request at a time.
 // A hot key then costs one INCRBY + EXPIRE per turn instead of per request.
 import type { LimitCheck, LimitVerdict } from './algorithms.js';
+import { CheckBatcher } from './check-batch.js';
 import type { CounterOp, CounterStore } from './store.js';
 
 interface Waiter {
@@ -40,12 +41,15 @@ export class CoalescingCounterStore implements CounterStore {
 
   /**
    * Scripted limits are not coalesced: admission is all or nothing per hit, so k merged hits of which
-   * only some fit cannot become one call with one count. They go to the store as they come.
+   * only some fit cannot become one call with one count. They are batched per turn (check-batch.ts).
    */
   readonly evaluate?: (checks: readonly LimitCheck[]) => Promise<LimitVerdict[]>;
 
   constructor(private readonly inner: CounterStore) {
-    if (inner.evaluate) this.evaluate = (checks) => inner.evaluate!(checks);
+    if (inner.evaluate) {
+      const batcher = new CheckBatcher(inner);
+      this.evaluate = (checks) => batcher.evaluate(checks);
+    }
   }
 
   increment(ops: readonly CounterOp[]): Promise<number[]> {

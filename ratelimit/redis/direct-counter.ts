@@ -239,61 +239,44 @@ export class DirectCounter {
 
   /**
    * The limit script per check (EVALSHA; the server's script cache is shared by its connections, so a
-   * NOSCRIPT answer is resent through ioredis, which loads it with EVAL). Calls of one event-loop turn
-   * leave in one write, as ioredis' turn batch does (limit-script.ts).
+   * NOSCRIPT answer is resent through ioredis, which loads it with EVAL). The checks of one turn arrive
+   * together from the coalescing store's batcher; the connection writes once per tick.
    */
   evaluate(checks: readonly LimitCheck[]): Promise<LimitVerdict[]> {
-    return new Promise<LimitVerdict[]>((resolve, reject) => {
-      if (this.turn.push({ checks, resolve, reject }) === 1) setImmediate(this.flushTurn);
-    });
-  }
-
-  private turn: {
-    checks: readonly LimitCheck[];
-    resolve(v: LimitVerdict[]): void;
-    reject(e: Error): void;
-  }[] = [];
-
-  private readonly flushTurn = (): void => {
-    const turn = this.turn;
-    this.turn = [];
     const conn = this.connection();
-    for (const call of turn) {
-      if (!conn) {
-        call.reject(new ResendThroughIoredis('redis direct connection unavailable'));
-        continue;
-      }
-      if (!conn.scriptLoaded) {
-        conn.scriptLoaded = true;
-        // Loaded once per connection, before its first EVALSHA (the server's script cache is shared, so
-        // the reply is not needed; a failed load shows as NOSCRIPT later, which ioredis then handles).
-        conn.send(respArray(['SCRIPT', 'LOAD', LIMIT_SCRIPT]), {
-          what: 'SCRIPT LOAD',
-          left: 1,
-          seen: 0,
-          step: 1,
-          results: undefined,
-          error: undefined,
-          at: performance.now(),
-          resolve: () => undefined,
-          reject: () => undefined,
-        });
-      }
-      let bytes = '';
-      for (let i = 0; i < call.checks.length; i++) bytes += evalshaCommand(call.checks[i]!);
-      conn.send(bytes, {
-        what: 'limit script',
-        left: call.checks.length,
+    if (!conn) return Promise.reject(new ResendThroughIoredis('redis direct connection unavailable'));
+    if (!conn.scriptLoaded) {
+      conn.scriptLoaded = true;
+      // Loaded once per connection, before its first EVALSHA (the server's script cache is shared, so
+      // the reply is not needed; a failed load shows as NOSCRIPT later, which ioredis then handles).
+      conn.send(respArray(['SCRIPT', 'LOAD', LIMIT_SCRIPT]), {
+        what: 'SCRIPT LOAD',
+        left: 1,
         seen: 0,
         step: 1,
-        results: new Array<LimitVerdict>(call.checks.length),
+        results: undefined,
         error: undefined,
         at: performance.now(),
-        resolve: call.resolve as (r: unknown[]) => void,
-        reject: call.reject,
+        resolve: () => undefined,
+        reject: () => undefined,
       });
     }
-  };
+    let bytes = '';
+    for (let i = 0; i < checks.length; i++) bytes += evalshaCommand(checks[i]!);
+    return new Promise<LimitVerdict[]>((resolve, reject) => {
+      conn.send(bytes, {
+        what: 'limit script',
+        left: checks.length,
+        seen: 0,
+        step: 1,
+        results: new Array<LimitVerdict>(checks.length),
+        error: undefined,
+        at: performance.now(),
+        resolve: resolve as (r: unknown[]) => void,
+        reject,
+      });
+    });
+  }
 
   close(): void {
     this.closing = true;

@@ -1,14 +1,14 @@
 // Phase `latency`: p50 / p99 / p99.9 at fixed open-loop rates (latency counted from each call's intended
 // start), for every load shape (its connection count) and driver; rounds interleaved.
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { OURS_LOOP_PROBE_FILE, readProbe, startJitterProbes } from '../loop-probe.js';
+import { OURS_LOOP_PROBE_FILE, probeTimeOrigin, readProbe, startJitterProbes } from '../loop-probe.js';
 import type { BenchOptions } from '../options.js';
 import type { Figure } from '../report.js';
 import type { BenchResults } from '../results.js';
 import { driverOf, figureAdder, shapeOf, variantLabel, variantsOf } from '../figures.js';
 import { WORKLOAD_TITLES } from '../workloads.js';
-import { tailRows, tailsMarkdown } from '../tails.js';
+import { parseTraceGc, tailRows, tailsMarkdown, type GcPause } from '../tails.js';
 import { AUX_CPUS, measureVariant, SERVICE_CPUS, type Phase, type PhaseContext } from './phase.js';
 
 /** Issue 17: p99 and p99.9 at 1k/s and 2k/s no worse than the reference's, on every workload. */
@@ -30,9 +30,21 @@ async function run(ctx: PhaseContext): Promise<void> {
     Object.fromEntries(Object.entries(probes.files).map(([k, f]) => [k, readProbe(f)])),
     readProbe(join(o.outDir, OURS_LOOP_PROBE_FILE)),
     (s) => labels.get(s)!,
+    o.traceGc ? oursGcPauses(o.outDir) : undefined,
   );
   ctx.results.extra.tails = rows;
   writeFileSync(join(o.outDir, 'tails.md'), tailsMarkdown(rows));
+}
+
+/** Our service's GC pauses (--trace-gc lines in its log), on the epoch clock of its loop probe. */
+function oursGcPauses(dir: string): GcPause[] | undefined {
+  try {
+    const origin = probeTimeOrigin(readFileSync(join(dir, OURS_LOOP_PROBE_FILE), 'utf8'));
+    if (origin === undefined) return undefined;
+    return parseTraceGc(readFileSync(join(dir, 'ours.log'), 'utf8'), origin);
+  } catch {
+    return undefined;
+  }
 }
 
 async function rounds(ctx: PhaseContext, labels: Map<object, string>): Promise<void> {
