@@ -114,6 +114,21 @@ class Conn {
     }
   }
 
+  /** A command with one reply whose value nobody needs (AUTH, SCRIPT LOAD); an error reply goes to onError. */
+  sendUnanswered(bytes: string, what: string, onError: (err: Error) => void = () => undefined): void {
+    this.send(bytes, {
+      what,
+      left: 1,
+      seen: 0,
+      step: 1,
+      results: undefined,
+      error: undefined,
+      at: performance.now(),
+      resolve: () => undefined,
+      reject: onError,
+    });
+  }
+
   /**
    * No new requests: ioredis moved on (reconnected). The ones waiting are still answered here, then the
    * socket is closed.
@@ -249,17 +264,7 @@ export class DirectCounter {
       conn.scriptLoaded = true;
       // Loaded once per connection, before its first EVALSHA (the server's script cache is shared, so
       // the reply is not needed; a failed load shows as NOSCRIPT later, which ioredis then handles).
-      conn.send(respArray(['SCRIPT', 'LOAD', LIMIT_SCRIPT]), {
-        what: 'SCRIPT LOAD',
-        left: 1,
-        seen: 0,
-        step: 1,
-        results: undefined,
-        error: undefined,
-        at: performance.now(),
-        resolve: () => undefined,
-        reject: () => undefined,
-      });
+      conn.sendUnanswered(respArray(['SCRIPT', 'LOAD', LIMIT_SCRIPT]), 'SCRIPT LOAD');
     }
     let bytes = '';
     for (let i = 0; i < checks.length; i++) bytes += evalshaCommand(checks[i]!);
@@ -306,17 +311,7 @@ export class DirectCounter {
     });
     this.conn = conn;
     if (this.auth.password !== undefined) {
-      conn.send(respAuth(this.auth.username, this.auth.password), {
-        what: 'AUTH',
-        left: 1,
-        seen: 0,
-        step: 1,
-        results: undefined,
-        error: undefined,
-        at: performance.now(),
-        resolve: () => undefined,
-        reject: (err) => conn.close(err),
-      });
+      conn.sendUnanswered(respAuth(this.auth.username, this.auth.password), 'AUTH', (err) => conn.close(err));
     }
     return conn;
   }
