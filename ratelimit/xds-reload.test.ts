@@ -5,7 +5,8 @@
 import t, { type Test } from 'tap';
 import { AdsServer, InMemorySnapshotCache, resourceFromDocument } from '../control-plane/index.js';
 import { freePort } from '../e2e/harness/net.js';
-import { descriptor, eventually, startTestApp, type TestApp } from './test-support.js';
+import { startXdsPod } from '../e2e/harness/operator.js';
+import { descriptor, eventually, type TestApp } from './test-support.js';
 import { createXdsSource, type XdsConfigSource } from './xds-source.js';
 
 const DESCRIPTORS = 10_000;
@@ -33,22 +34,19 @@ async function setup(t: Test) {
   t.teardown(() => server.close());
   cache.setDefaultSnapshot([resourceFromDocument('xds', bigDoc(1))]);
   let source: XdsConfigSource | undefined;
-  const svc: TestApp = await startTestApp({
-    env: {
-      CONFIG_TYPE: 'GRPC_XDS_SOTW',
-      CONFIG_GRPC_XDS_SERVER_URL: `127.0.0.1:${port}`,
-      CONFIG_GRPC_XDS_NODE_ID: 'pod-1',
-      XDS_CLIENT_BACKOFF_INITIAL_INTERVAL: '100ms',
-      XDS_CLIENT_BACKOFF_MAX_INTERVAL: '500ms',
-    },
-    appOptions: {
-      xdsSourceFactory: async (app) => (source = await createXdsSource(app)),
-    },
+  const svc: TestApp = await startXdsPod('pod-1', port, {
+    xdsSourceFactory: async (app) => (source = await createXdsSource(app)),
   });
   t.teardown(() => svc.close());
   const limit = async () =>
     (await svc.call({ domain: 'xds', descriptors: [descriptor(['k', 'x'])] })).statuses[0]!.currentLimit
       ?.requestsPerUnit;
+  // The pod starts without waiting for its first config (xdsPodEnv): wait for it to serve.
+  await eventually(
+    async () => (await limit().catch(() => undefined)) === 1,
+    60_000,
+    'the first config to serve',
+  );
   t.equal(await limit(), 1, 'the first config serves');
   return { cache, server, svc, client: source!.client, limit };
 }

@@ -3,7 +3,7 @@
 // array of integers (`*`, the script's verdict). Hand-written for
 // the direct counting connection (direct-counter.ts): the general parser ioredis uses handles every type
 // and hands each reply to a Command object, which is the cost this path removes. Anything else on the
-// wire is a protocol error, never a guess.
+// wire is a protocol error, never a guess. The few command writers the connection needs live here too.
 
 export type ReplyHandler = (value: number | string | number[], isError: boolean) => void;
 

@@ -3,19 +3,19 @@
 // h2load sends one body only, hence the hot key; the go driver is the independent driver of every workload.
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { measure } from '../measure.js';
+import { loadgenDriver } from '../drivers.js';
 import { encodeRequest, grpcFrame } from '../proto.js';
 import type { Figure } from '../report.js';
 import type { BenchResults } from '../results.js';
 import { figureAdder, pickRec } from '../figures.js';
-import { AUX_CPUS, h2load, h2loadInstalled, type Phase, type PhaseContext } from './phase.js';
+import { h2load, h2loadInstalled, measureVariant, type Phase, type PhaseContext } from './phase.js';
 
 async function run(ctx: PhaseContext): Promise<void> {
   if (!h2loadInstalled()) {
     ctx.log('h2load phase skipped: h2load not installed (Debian nghttp2-client)');
     return;
   }
-  const { o, kinds, svcs, redis, tmp, results, log } = ctx;
+  const { o, kinds, svcs, tmp, results, log } = ctx;
   if (!o.workloads.includes('hot')) return;
   const frameFile = join(tmp, 'hot.grpc');
   writeFileSync(frameFile, grpcFrame(encodeRequest({ domain: 'bench_hot', descriptors: [[['hot', 'k']]] })));
@@ -23,14 +23,12 @@ async function run(ctx: PhaseContext): Promise<void> {
     for (const k of kinds) {
       const svc = svcs[k]!;
       const secs = Math.round(Math.min(o.durationMs, 5000) / 1000);
-      const ours = await measure({
-        service: svc,
-        redis,
-        round: 0,
-        loadgenCpus: AUX_CPUS,
-        shape: shape.label,
-        spec: {
-          connections: shape.connections,
+      const ours = await measureVariant(
+        ctx,
+        svc,
+        0,
+        { shape, driver: loadgenDriver },
+        {
           inFlight: shape.inFlight,
           warmupMs: o.warmupMs,
           durationMs: secs * 1000,
@@ -38,7 +36,7 @@ async function run(ctx: PhaseContext): Promise<void> {
           seed: 1,
           mode: 'closed',
         },
-      });
+      );
       const rps = await h2load([
         '-c',
         String(shape.connections),

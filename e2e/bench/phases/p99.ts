@@ -1,19 +1,19 @@
 // Phase `p99`: the highest open-loop rate with p99 under 5 ms, per load shape (our driver), in steps at
 // fractions of the service's own saturation rate with that shape (measured by the throughput phase).
 import { loadgenDriver } from '../drivers.js';
-import { measure, stat } from '../measure.js';
+import { stat } from '../measure.js';
 import type { Figure } from '../report.js';
 import type { BenchResults } from '../results.js';
 import { figureAdder } from '../figures.js';
 import { WORKLOAD_TITLES } from '../workloads.js';
-import { AUX_CPUS, type Phase, type PhaseContext } from './phase.js';
+import { measureVariant, type Phase, type PhaseContext } from './phase.js';
 import { closedSamples } from './throughput.js';
 
 /** Key of a p99Under5ms record: workload and shape (runs before shapes: the workload alone). */
 const recKey = (w: string, shape: string) => `${w}/${shape}`;
 
 async function run(ctx: PhaseContext): Promise<void> {
-  const { o, kinds, svcs, redis, results, log } = ctx;
+  const { o, kinds, svcs, results, log } = ctx;
   for (const w of o.latencyWorkloads.filter((x) => o.workloads.includes(x))) {
     for (const shape of o.shapes) {
       const rec: Record<string, number> = (results.p99Under5ms[recKey(w, shape.label)] = {});
@@ -27,15 +27,12 @@ async function run(ctx: PhaseContext): Promise<void> {
         let best = 0;
         for (const f of o.quick ? [0.25, 0.5] : [0.1, 0.25, 0.5, 0.75, 1.0]) {
           const rate = Math.max(100, Math.round(sat * f));
-          await redis.flushAll();
-          const s = await measure({
-            service: svcs[k]!,
-            redis,
-            round: 0,
-            loadgenCpus: AUX_CPUS,
-            shape: shape.label,
-            spec: {
-              connections: shape.connections,
+          const s = await measureVariant(
+            ctx,
+            svcs[k]!,
+            0,
+            { shape, driver: loadgenDriver },
+            {
               warmupMs: o.warmupMs,
               durationMs: Math.min(o.durationMs, 5000),
               workload: w,
@@ -43,7 +40,7 @@ async function run(ctx: PhaseContext): Promise<void> {
               mode: 'open',
               rate,
             },
-          });
+          );
           const okRate = s.callsPerSecond >= rate * 0.95 && s.errors === 0;
           log(
             `p99 search ${w} ${k} ${shape.label} @${rate}/s: p99 ${(s.latency.p99Us / 1000).toFixed(2)} ms, got ${s.callsPerSecond}/s`,
