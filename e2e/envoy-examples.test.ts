@@ -416,4 +416,10 @@ t.test('requests through the emulated filter, decided by the real service on exa
       t.equal(r.outcome.status, undefined, `canary request ${i + 1} passes (shadow mode)`);
     }
   });
+
+  await t.test('a filter domain the service does not know: every request passes', async (t) => {
+    const req = em.call({ path: '/', peer: freshPeer(), headers: { 'user-agent': 'BadBot' } }).request!;
+    const answer = await send({ ...req, domain: 'not-configured' });
+    t.equal(answer.overallCode, 'OK', 'even the banned client');
+  });
 });
