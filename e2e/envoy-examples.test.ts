@@ -189,6 +189,205 @@ t.test('the emulated actions give the documented descriptors', async (t) => {
   );
 });
 
+/** A minimal bootstrap around one virtual host, decoded strictly like the examples. */
+function emulationOf(vh: Json, opts: { filter?: Json; hcm?: Json } = {}): RateLimitFilterEmulation {
+  const bootstrap = {
+    static_resources: {
+      listeners: [
+        {
+          name: 'l',
+          address: { socket_address: { address: '127.0.0.1', port_value: 1 } },
+          filter_chains: [
+            {
+              filters: [
+                {
+                  name: 'envoy.filters.network.http_connection_manager',
+                  typed_config: {
+                    '@type': `type.googleapis.com/${HCM}`,
+                    stat_prefix: 'x',
+                    ...opts.hcm,
+                    http_filters: [
+                      {
+                        name: 'envoy.filters.http.ratelimit',
+                        typed_config: {
+                          '@type': `type.googleapis.com/${RATELIMIT_FILTER}`,
+                          domain: 'd',
+                          rate_limit_service: { grpc_service: { envoy_grpc: { cluster_name: 'rl' } } },
+                          ...opts.filter,
+                        },
+                      },
+                      {
+                        name: 'envoy.filters.http.router',
+                        typed_config: { '@type': `type.googleapis.com/${ROUTER_FILTER}` },
+                      },
+                    ],
+                    route_config: { virtual_hosts: [{ name: 'vh', domains: ['*'], ...vh }] },
+                  },
+                },
+              ],
+            },
+          ],
+        },
+      ],
+    },
+  };
+  const r = protos.decode(BOOTSTRAP, bootstrap);
+  if (r.errors.length) throw new Error(r.errors.join('\n'));
+  return new RateLimitFilterEmulation(r.value, 'l');
+}
+
+t.test("the emulation follows Envoy's documented action semantics", async (t) => {
+  const descriptors = (em: RateLimitFilterEmulation, req: EmulatedRequest) =>
+    em.call(req).request?.descriptors?.map((d) => d.entries!.map((e) => `${e.key}=${e.value}`).join(','));
+  const route = (extra: Json = {}) => ({ match: { prefix: '/' }, route: { cluster: 'backend', ...extra } });
+
+  // request_headers: absent → descriptor dropped; with skip_if_absent only the entry.
+  const rh = emulationOf({
+    routes: [route()],
+    rate_limits: [
+      {
+        actions: [
+          { generic_key: { descriptor_value: 'a' } },
+          { request_headers: { header_name: 'x-a', descriptor_key: 'a' } },
+        ],
+      },
+      {
+        actions: [
+          { generic_key: { descriptor_value: 'b' } },
+          { request_headers: { header_name: 'x-b', descriptor_key: 'b', skip_if_absent: true } },
+        ],
+      },
+    ],
+  });
+  t.same(descriptors(rh, { path: '/', peer: '192.0.2.1' }), ['generic_key=b']);
+  t.same(descriptors(rh, { path: '/', peer: '192.0.2.1', headers: { 'x-a': '1', 'x-b': '2' } }), [
+    'generic_key=a,a=1',
+    'generic_key=b,b=2',
+  ]);
+
+  // header_value_match with expect_match false; destination_cluster; the header_match default key.
+  const hv = emulationOf({
+    routes: [route()],
+    rate_limits: [
+      {
+        actions: [
+          { destination_cluster: {} },
+          {
+            header_value_match: {
+              descriptor_value: 'anon',
+              expect_match: false,
+              headers: [{ name: 'authorization', present_match: true }],
+            },
+          },
+        ],
+      },
+    ],
+  });
+  t.same(descriptors(hv, { path: '/', peer: '192.0.2.1' }), [
+    'destination_cluster=backend,header_match=anon',
+  ]);
+  t.equal(hv.call({ path: '/', peer: '192.0.2.1', headers: { authorization: 'x' } }).request, undefined);
+
+  // metadata: dynamic, route entry, default_value.
+  const md = emulationOf({
+    routes: [
+      {
+        ...route({
+          rate_limits: [
+            {
+              actions: [
+                {
+                  metadata: {
+                    descriptor_key: 'plan',
+                    metadata_key: { key: 'auth', path: [{ key: 'plan' }] },
+                    default_value: 'free',
+                  },
+                },
+              ],
+            },
+            {
+              actions: [
+                {
+                  metadata: {
+                    descriptor_key: 'team',
+                    source: 'ROUTE_ENTRY',
+                    metadata_key: { key: 'owner', path: [{ key: 'team' }] },
+                  },
+                },
+              ],
+            },
+          ],
+        }),
+        metadata: { filter_metadata: { owner: { team: 'payments' } } },
+      },
+    ],
+    rate_limits: [{ actions: [{ generic_key: { descriptor_value: 'vh' } }] }],
+  });
+  t.same(
+    descriptors(md, { path: '/', peer: '192.0.2.1' }),
+    ['plan=free', 'team=payments'],
+    'route limits override the host',
+  );
+  t.same(descriptors(md, { path: '/', peer: '192.0.2.1', dynamicMetadata: { auth: { plan: 'gold' } } }), [
+    'plan=gold',
+    'team=payments',
+  ]);
+
+  // stage, request_type, a malformed override.
+  const st = emulationOf(
+    {
+      routes: [route()],
+      rate_limits: [
+        { stage: 1, actions: [{ generic_key: { descriptor_value: 'one' } }] },
+        {
+          actions: [{ generic_key: { descriptor_value: 'zero' } }],
+          limit: { dynamic_metadata: { metadata_key: { key: 'o', path: [{ key: 'l' }] } } },
+        },
+      ],
+    },
+    { filter: { stage: 1, request_type: 'internal' } },
+  );
+  t.equal(st.call({ path: '/', peer: '192.0.2.1' }).request, undefined, 'external request, internal filter');
+  const internal = st.call({
+    path: '/',
+    peer: '192.0.2.1',
+    headers: { 'x-envoy-internal': 'true' },
+  }).request!;
+  t.same(internal.descriptors, [{ entries: [{ key: 'generic_key', value: 'one' }] }], 'only stage 1');
+  const ov = emulationOf({
+    routes: [route()],
+    rate_limits: [
+      {
+        actions: [{ generic_key: { descriptor_value: 'g' } }],
+        limit: { dynamic_metadata: { metadata_key: { key: 'o', path: [{ key: 'l' }] } } },
+      },
+    ],
+  });
+  const limitOf = (l: Json) =>
+    ov.call({ path: '/', peer: '192.0.2.1', dynamicMetadata: { o: { l } } }).request!.descriptors![0].limit;
+  t.same(limitOf({ requests_per_unit: 7, unit: 'DAY' }), { requestsPerUnit: 7, unit: 'DAY' });
+  t.equal(
+    limitOf({ requests_per_unit: '7', unit: 'DAY' }),
+    undefined,
+    'a string count is ignored, as Envoy does',
+  );
+  t.equal(limitOf({ requests_per_unit: 7, unit: 'FORTNIGHT' }), undefined, 'an unknown unit is ignored');
+
+  // remote_address behind one trusted proxy, without use_remote_address: the 2nd from the right.
+  const xff = emulationOf(
+    { routes: [route()], rate_limits: [{ actions: [{ remote_address: {} }] }] },
+    { hcm: { xff_num_trusted_hops: 1 } },
+  );
+  t.same(
+    descriptors(xff, {
+      path: '/',
+      peer: '10.0.0.1',
+      headers: { 'x-forwarded-for': '203.0.113.5, 198.51.100.2, 10.0.0.9' },
+    }),
+    ['remote_address=198.51.100.2'],
+  );
+});
+
 /** The Lua filter of envoy.yaml, emulated: x-tenant looked up in the route's tenant_limits metadata. */
 function luaTenantMetadata(bootstrap: Json, routeName: string, headers: Record<string, string>): Json {
   const hcm = bootstrap.static_resources.listeners[0].filter_chains[0].filters[0].typed_config;
