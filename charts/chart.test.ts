@@ -221,7 +221,7 @@ t.test(
       t.equal(r.code, 0, r.stderr);
       return envOf(find(docs(r.stdout), 'Deployment', 'rl-ratelimit'));
     };
-    // The defaults are the service's own (README, backends): error mode, unready while Redis is away.
+    // The defaults are the service's own (docs/failure-modes.md): error mode, unready while Redis is away.
     const defaults = await rlEnv();
     t.match(defaults, {
       CACHE_FAILURE_MODE: 'error',
@@ -425,7 +425,7 @@ t.test(
       t.match(dry.stdout, /deployment\.apps\/rl-ratelimit serverside-applied \(server dry run\)/);
     }
 
-    // The README's install, upgrade and uninstall commands.
+    // The install, upgrade and uninstall commands of docs/helm.md.
     const install = await h(
       'install',
       'rl',

@@ -13,7 +13,7 @@ Options:
   --kubeconfig <file>              kubeconfig to use
   --namespace <ns>                 watch RateLimitConfigs in one namespace only (default: all)
   --xds-listen <host:port>         xDS (ADS) listen address (default 0.0.0.0:18000)
-  --xds-tls-cert <file>            xDS server certificate chain (PEM); enables TLS (read at start)
+  --xds-tls-cert <file>            xDS server certificate chain (PEM); enables TLS (re-read every 10 s)
   --xds-tls-key <file>             xDS server private key (PEM)
   --xds-tls-client-ca <file>       CA bundle for pod client certificates; enables mutual TLS
   --max-send-bytes <n>             largest xDS response (default 4194304, what pods accept by default,

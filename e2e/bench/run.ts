@@ -3,7 +3,7 @@
 // Redis, the load generator and this process on core 1), then runs the selected phases (phases/index.ts:
 // decision check, saturation, latency, memory, reload, ...) with rounds interleaved (ours, reference, ours,
 // reference, ...) and writes bench-results/<stamp>/{results.json, report.md, chart.svg} (and
-// bench-results/latest/). Options: options.ts; what each figure means: docs/benchmark.md.
+// bench-results/latest/). Options: options.ts; what each figure means: docs/performance.md.
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
