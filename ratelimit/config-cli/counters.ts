@@ -236,7 +236,7 @@ export class CounterClient {
 }
 
 function ttlText(ms: number): string {
-  return ms < 0 ? 'none' : `${Math.ceil(ms / 1000)}s`;
+  return ms === -2 ? 'absent' : ms < 0 ? 'none' : `${Math.ceil(ms / 1000)}s`;
 }
 
 export function formatReadings(
