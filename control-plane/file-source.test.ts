@@ -1,13 +1,16 @@
 import t from 'tap';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { execFile } from 'node:child_process';
 import { mkdirSync, mkdtempSync, renameSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { decodeRateLimitConfig, RATELIMIT_CONFIG_TYPE_URL } from '../proto/index.js';
 import { compileConfig, type ParsedConfigSource } from '../ratelimit/config/index.js';
 import { XdsConfigClient } from '../ratelimit/xds/index.js';
+import { Registry } from 'prom-client';
 import { InMemorySnapshotCache } from './cache.js';
+import { registerSourceMetrics } from './metrics.js';
 import { DirectoryConfigSource, parseConfigFile } from './file-source.js';
 import { USAGE_FLAGS } from './usage.js';
 
@@ -233,7 +236,9 @@ t.test(
     let nacks = 0;
     client.on('nack', () => nacks++);
     put(dir, 'b.yaml', crd('b', 'b', 5).replace('hour', 'eon'));
-    await new Promise((r) => setTimeout(r, 500));
+    const deadline = Date.now() + 20_000;
+    while (!/config rejected/.test(logs) && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 50));
     t.match(logs, /config rejected/);
     t.match(logs, /b\.yaml \(RateLimitConfig team\/b\): descriptors\[0\]\.rate_limit\.unit/);
     t.equal(nacks, 0, 'the broken file never reached the client');
@@ -243,5 +248,123 @@ t.test(
     put(dir, 'b.yaml', crd('b', 'b2', 5));
     await got;
     t.same(current.sort(), ['a', 'b2']);
+  },
+);
+
+/** A process's exit status and output (through tsx, from the repository root). */
+function run(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, ['--import', 'tsx', ...args], { timeout: 120_000 }, (err, stdout, stderr) =>
+      resolve({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : -1, stdout, stderr }),
+    );
+  });
+}
+
+const refused = {
+  empty: '',
+  'only a comment': '# the domain went missing\n',
+  null: '~\n',
+  'no domain': 'descriptors:\n  - key: k\n    rate_limit: { unit: minute, requests_per_unit: 1 }\n',
+  'an empty custom resource spec': crd('r', 'd', 1).replace(/spec:[\s\S]*$/, 'spec: {}\n'),
+};
+
+t.test(
+  'an empty, null or domain-less file is refused by --check with the message ratelimit-config validate gives',
+  async (t) => {
+    t.same(parseConfigFile('e.yaml', ''), [{ name: 'e.yaml', source: 'e.yaml', document: null }]);
+    for (const [what, text] of Object.entries(refused)) {
+      const dir = tempDir(t);
+      put(dir, 'example.yaml', text);
+      const validate = await run(['ratelimit/config-cli/cli.ts', 'validate', join(dir, 'example.yaml')]);
+      t.equal(validate.code, 1, `${what}: ratelimit-config validate refuses it`);
+      // `error: <file> (document 1, line N) <field>: <message>`: the validator's words after the place.
+      // For a custom resource the command line names the field from the manifest's root (spec.),
+      // the control plane from the spec it serves.
+      const message = /^error: .*?\(document \d+, line \d+\) (?:spec\.)?(.*)$/m.exec(validate.stdout)?.[1];
+      t.ok(message, validate.stdout);
+      const check = await run(['control-plane/main.ts', '--dir', dir, '--check']);
+      t.equal(check.code, 1, `${what}: --check refuses it`);
+      t.ok(check.stderr.includes(`example.yaml`) && check.stderr.includes(message!), check.stderr);
+
+      const cache = new InMemorySnapshotCache();
+      const src = new DirectoryConfigSource({ dir, cache, rescanIntervalMs: 0 });
+      const rejected: string[] = [];
+      src.on('rejected', (e) => rejected.push(e.error));
+      t.same(src.rescan(), ['*'], `${what}: the folder source refuses it`);
+      t.ok(rejected[0]?.endsWith(message!), rejected[0]);
+      t.equal(cache.getSnapshot('any'), undefined, 'nothing is served');
+    }
+  },
+);
+
+/** A started source without fs.watch and without the periodic rescan: every read is the test's. */
+async function manualSource(t: { teardown(fn: () => unknown): void }, dir: string, rereadDelayMs: number) {
+  const cache = new InMemorySnapshotCache();
+  const src = new DirectoryConfigSource({
+    dir,
+    cache,
+    rescanIntervalMs: 0,
+    rereadDelayMs,
+    rereadAttempts: 3,
+  });
+  (src as any).watchDirs = () => {};
+  t.teardown(() => src.close());
+  const loaded: number[] = [];
+  const rejected: string[] = [];
+  src.on('loaded', (e) => loaded.push(e.resources));
+  src.on('rejected', (e) => rejected.push(e.error));
+  await src.start();
+  return { cache, src, loaded, rejected };
+}
+
+const version = (cache: InMemorySnapshotCache) =>
+  cache.getSnapshot('any')?.resourceSet(RATELIMIT_CONFIG_TYPE_URL).version;
+
+t.test('a truncated file is read again, then rejected; the last good snapshot keeps serving', async (t) => {
+  const dir = tempDir(t);
+  put(dir, 'example.yaml', plain('example', 1));
+  const { cache, src, loaded, rejected } = await manualSource(t, dir, 50);
+  const good = version(cache);
+  t.same(names(cache, 'any'), ['example.yaml']);
+  let rereads = 0;
+  src.on('reread', () => rereads++);
+  const registry = new Registry();
+  registerSourceMetrics(src, { registry });
+  const gotRejected = until<{ error: string }>(src, 'rejected', 20_000);
+  writeFileSync(join(dir, 'example.yaml'), '');
+  src.rescan();
+  const [r] = await gotRejected;
+  t.equal(rereads, 3, 'read three more times before it is rejected');
+  t.match(r.error, 'example.yaml: domain: config file cannot have empty domain');
+  t.same(rejected.length, 1);
+  t.equal(version(cache), good, 'the last good snapshot still serves');
+  t.same(loaded, [1], 'the empty file was never loaded');
+  const metrics = await registry.metrics();
+  t.match(metrics, /ratelimit_control_plane_config_rejected_total\{node_id="\*"\} 1\n/);
+  t.match(metrics, /ratelimit_control_plane_config_reread_total\{node_id="\*"\} 3\n/);
+  t.match(metrics, /ratelimit_control_plane_config_rejected\{node_id="\*"\} 1\n/);
+});
+
+t.test(
+  'truncate, then write within the settle pause: the new content is served, never the empty one',
+  async (t) => {
+    const dir = tempDir(t);
+    put(dir, 'example.yaml', plain('example', 1));
+    const { cache, src, loaded, rejected } = await manualSource(t, dir, 300);
+    const served = until(src, 'loaded', 20_000);
+    // An editor's save: truncate, (a read catches the empty file), then the new text.
+    writeFileSync(join(dir, 'example.yaml'), '');
+    src.rescan();
+    t.equal(names(cache, 'any').length, 1, 'while empty on disk, the last good snapshot serves');
+    writeFileSync(join(dir, 'example.yaml'), plain('example', 7));
+    await served;
+    const a = cache.getSnapshot('any')!.resourceSet(RATELIMIT_CONFIG_TYPE_URL).resources[0];
+    t.equal(
+      decodeRateLimitConfig(a.value).descriptors[0].rateLimit?.requestsPerUnit,
+      7,
+      'the new content serves',
+    );
+    t.same(loaded, [1, 1], 'every load had the domain');
+    t.same(rejected, [], 'nothing was rejected');
   },
 );

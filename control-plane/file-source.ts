@@ -6,7 +6,11 @@
 //
 // Re-read on change (fs.watch, debounced) and by a periodic rescan (fs.watch misses changes on
 // some filesystems and on ConfigMap symlink swaps). An invalid file is logged with the validator's
-// message and the last good snapshot of its group keeps serving.
+// message and the last good snapshot of its group keeps serving. An empty file is a document too
+// (the validator refuses its empty domain, as the service and `ratelimit-config validate` do), so a
+// truncated file never serves "no domains". Content that fails is re-read a few times after a
+// short pause before it is declared rejected: an editor's truncate-then-write or a copy in progress
+// is caught mid-write now and then, and its next read is the finished file.
 import { EventEmitter } from 'node:events';
 import { existsSync, readdirSync, readFileSync, statSync, watch, type FSWatcher } from 'node:fs';
 import { join, relative } from 'node:path';
@@ -34,6 +38,10 @@ export interface DirectorySourceOptions {
   readonly debounceMs?: number;
   /** Periodic rescan (default 5000 ms; 0 disables). */
   readonly rescanIntervalMs?: number;
+  /** Pause before re-reading content that failed, in case it was caught mid-write (default 250 ms). */
+  readonly rereadDelayMs?: number;
+  /** Re-reads of failing content before it is rejected (default 3; 0 rejects at once). */
+  readonly rereadAttempts?: number;
   /** MERGE_DOMAIN_CONFIG semantics for validation. */
   readonly mergeDomainConfig?: boolean;
   readonly logger?: Logger;
@@ -46,6 +54,8 @@ export interface DirectorySourceEvents {
   loaded: [{ node: string; files: string[]; resources: number }];
   /** A group was rejected; its last good snapshot keeps serving. */
   rejected: [{ node: string; error: string }];
+  /** A group's content failed and will be read again shortly (it may have been caught mid-write). */
+  reread: [{ node: string; attempt: number; error: string }];
 }
 
 interface Group {
@@ -103,8 +113,14 @@ export function parseConfigFile(displayName: string, text: string): FileConfigSo
       out.push({ name: where, source: where, document: value });
     }
   });
+  // An empty file (or only comments, or only null documents) is read as the service reads it: an
+  // empty map, which the validator refuses for its empty domain, never "no configuration".
+  if (out.length === 0) out.push({ name: displayName, source: displayName, document: null });
   return out;
 }
+
+export const DEFAULT_REREAD_DELAY_MS = 250;
+export const DEFAULT_REREAD_ATTEMPTS = 3;
 
 export class DirectoryConfigSource extends EventEmitter<DirectorySourceEvents> {
   private readonly log: Logger;
@@ -114,6 +130,9 @@ export class DirectoryConfigSource extends EventEmitter<DirectorySourceEvents> {
   /** Per group: fingerprint of the last content tried, so an unchanged broken file is not re-logged. */
   private readonly tried = new Map<string, string>();
   private readonly ownNodes = new Set<string>();
+  /** Per group: re-reads done of content that keeps failing (reset by a load or a rejection). */
+  private readonly rereads = new Map<string, number>();
+  private rereadTimer: NodeJS.Timeout | undefined;
   private started = false;
 
   constructor(private readonly opts: DirectorySourceOptions) {
@@ -134,6 +153,7 @@ export class DirectoryConfigSource extends EventEmitter<DirectorySourceEvents> {
   async close(): Promise<void> {
     this.started = false;
     if (this.debounce) clearTimeout(this.debounce);
+    if (this.rereadTimer) clearTimeout(this.rereadTimer);
     if (this.interval) clearInterval(this.interval);
     for (const w of this.watchers.values()) w.close();
     this.watchers.clear();
@@ -176,6 +196,15 @@ export class DirectoryConfigSource extends EventEmitter<DirectorySourceEvents> {
     }, this.opts.debounceMs ?? 200);
   }
 
+  /** One re-read of every group after the settle pause (unchanged groups are skipped by fingerprint). */
+  private scheduleReread(): void {
+    if (!this.started || this.rereadTimer) return;
+    this.rereadTimer = setTimeout(() => {
+      this.rereadTimer = undefined;
+      if (this.started) this.rescan();
+    }, this.opts.rereadDelayMs ?? DEFAULT_REREAD_DELAY_MS);
+  }
+
   private groups(): Group[] {
     const groups: Group[] = [{ node: DEFAULT_NODE, dir: this.opts.dir }];
     const nodesDir = join(this.opts.dir, 'nodes');
@@ -188,7 +217,10 @@ export class DirectoryConfigSource extends EventEmitter<DirectorySourceEvents> {
     return groups;
   }
 
-  /** Reads every group now; returns the groups that were rejected (for tests and the CLI's exit code). */
+  /**
+   * Reads every group now; returns the groups not loaded: rejected, or (once started) waiting for a
+   * re-read (for tests and --check's exit code).
+   */
   rescan(): string[] {
     const rejected: string[] = [];
     let groups: Group[];
@@ -212,6 +244,7 @@ export class DirectoryConfigSource extends EventEmitter<DirectorySourceEvents> {
       if (!seen.has(node)) {
         this.ownNodes.delete(node);
         this.tried.delete(node);
+        this.rereads.delete(node);
         this.opts.cache.clearSnapshot(node);
         this.log.info({ node }, 'node directory removed; node falls back to the default snapshot');
       }
@@ -232,7 +265,6 @@ export class DirectoryConfigSource extends EventEmitter<DirectorySourceEvents> {
     }
     const fingerprint = JSON.stringify(files.map((f) => [f.path, f.text]));
     if (this.tried.get(g.node) === fingerprint) return true;
-    this.tried.set(g.node, fingerprint);
 
     const display = (p: string) => relative(this.opts.dir, p) || p;
     try {
@@ -259,12 +291,30 @@ export class DirectoryConfigSource extends EventEmitter<DirectorySourceEvents> {
         this.opts.cache.setSnapshot(g.node, resources);
         this.ownNodes.add(g.node);
       }
+      this.tried.set(g.node, fingerprint);
+      this.rereads.delete(g.node);
       const names = files.map((f) => display(f.path));
       this.log.info({ node: g.node, files: names, resources: resources.length }, 'config loaded');
       this.emit('loaded', { node: g.node, files: names, resources: resources.length });
       return true;
     } catch (err) {
-      return this.reject(g, (err as Error).message);
+      const error = (err as Error).message;
+      // Not yet rejected: a file caught mid-write is read again after a pause. The fingerprint is
+      // not recorded, so the re-read validates the content even when it has not changed.
+      const done = this.rereads.get(g.node) ?? 0;
+      if (this.started && done < (this.opts.rereadAttempts ?? DEFAULT_REREAD_ATTEMPTS)) {
+        this.rereads.set(g.node, done + 1);
+        this.log.debug(
+          { node: g.node, attempt: done + 1, error },
+          'config invalid; reading it again shortly',
+        );
+        this.emit('reread', { node: g.node, attempt: done + 1, error });
+        this.scheduleReread();
+        return false;
+      }
+      this.rereads.delete(g.node);
+      this.tried.set(g.node, fingerprint);
+      return this.reject(g, error);
     }
   }
 

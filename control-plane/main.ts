@@ -5,7 +5,7 @@ import pino from 'pino';
 import { Registry } from 'prom-client';
 import { InMemorySnapshotCache } from './cache.js';
 import { DirectoryConfigSource } from './file-source.js';
-import { registerAdsMetrics } from './metrics.js';
+import { registerAdsMetrics, registerSourceMetrics } from './metrics.js';
 import { AdsServer, DEFAULT_LISTEN } from './server.js';
 import { USAGE } from './usage.js';
 
@@ -34,6 +34,8 @@ export async function main(argv: string[]): Promise<number> {
       'merge-domain-config': { type: 'boolean', default: false },
       'rescan-interval': { type: 'string' },
       debounce: { type: 'string' },
+      'reread-delay': { type: 'string' },
+      'reread-attempts': { type: 'string' },
       'keepalive-time': { type: 'string' },
       'keepalive-timeout': { type: 'string' },
       'max-connection-age': { type: 'string' },
@@ -66,9 +68,17 @@ export async function main(argv: string[]): Promise<number> {
     mergeDomainConfig: values['merge-domain-config'],
     rescanIntervalMs: int(values['rescan-interval'], 'rescan-interval'),
     debounceMs: int(values.debounce, 'debounce'),
+    rereadDelayMs: int(values['reread-delay'], 'reread-delay'),
+    rereadAttempts: int(values['reread-attempts'], 'reread-attempts'),
     logger: log,
   });
-  if (values.check) return source.rescan().length === 0 ? 0 : 1;
+  if (values.check) {
+    // The validator's message on stderr as well as in the log, as `ratelimit-config validate` prints it.
+    source.on('rejected', (e) =>
+      process.stderr.write(`ratelimit-control-plane: config rejected (node ${e.node}): ${e.error}\n`),
+    );
+    return source.rescan().length === 0 ? 0 : 1;
+  }
 
   const server = new AdsServer({
     cache,
@@ -91,6 +101,7 @@ export async function main(argv: string[]): Promise<number> {
   if (values['metrics-listen']) {
     const registry = new Registry();
     registerAdsMetrics(server, { registry });
+    registerSourceMetrics(source, { registry });
     const { host, port } = splitHostPort(values['metrics-listen']);
     metricsServer = createServer((req, res) => {
       if (req.url !== '/metrics') {

@@ -1,6 +1,7 @@
 // Stream state as Prometheus metrics, on a Registry passed in (never the global one). Per-stream
 // gauges are computed at scrape time from AdsServer.streams(), so closed streams disappear.
 import { Counter, Gauge, type Registry } from 'prom-client';
+import type { DirectoryConfigSource } from './file-source.js';
 import type { AdsServer } from './server.js';
 
 export interface AdsMetricsOptions {
@@ -124,4 +125,34 @@ export function registerAdsMetrics(server: AdsServer, opts: AdsMetricsOptions): 
   server.on('response', (e) => responses.inc({ node_id: e.stream.nodeId }));
   server.on('stale', () => stale.inc());
   server.on('connect', () => connects.inc());
+}
+
+/** The directory source's loads, re-reads and rejections (a rejected group keeps its last good snapshot). */
+export function registerSourceMetrics(source: DirectoryConfigSource, opts: AdsMetricsOptions): void {
+  const p = opts.prefix ?? 'ratelimit_control_plane_';
+  const registers = [opts.registry];
+  const rejected = new Counter({
+    name: `${p}config_rejected_total`,
+    help: 'Config folder contents rejected by the validator (the last good snapshot keeps serving)',
+    labelNames: ['node_id'],
+    registers,
+  });
+  const rereads = new Counter({
+    name: `${p}config_reread_total`,
+    help: 'Re-reads of config content that failed, in case it was caught mid-write',
+    labelNames: ['node_id'],
+    registers,
+  });
+  const stale = new Gauge({
+    name: `${p}config_rejected`,
+    help: '1 while the latest content of a node group is rejected and its last good snapshot serves',
+    labelNames: ['node_id'],
+    registers,
+  });
+  source.on('rejected', (e) => {
+    rejected.inc({ node_id: e.node });
+    stale.set({ node_id: e.node }, 1);
+  });
+  source.on('reread', (e) => rereads.inc({ node_id: e.node }));
+  source.on('loaded', (e) => stale.set({ node_id: e.node }, 0));
 }

@@ -10,7 +10,9 @@ The folder holds RateLimitConfig custom-resource manifests (apiVersion ratelimit
 kind RateLimitConfig, spec {domain, descriptors}) or plain ratelimit YAML files (*.yaml, *.yml):
   <dir>/*.yaml                  served to every node without its own folder
   <dir>/nodes/<node-id>/*.yaml  served to pods whose CONFIG_GRPC_XDS_NODE_ID is <node-id>
-Files are validated with the service's validator; an invalid file is logged and the last good
+Files are validated with the service's validator (an empty file is refused for its empty domain, as
+the service and ratelimit-config validate refuse it). Content that fails is read again a few times
+after a short pause (a file caught mid-write); if it still fails it is logged and the last good
 configuration keeps serving.
 
 Options:
@@ -22,6 +24,8 @@ Options:
   --merge-domain-config       allow several files with the same domain (MERGE_DOMAIN_CONFIG)
   --rescan-interval <ms>      periodic rescan besides fs.watch (default 5000; 0 disables)
   --debounce <ms>             quiet period after a change before re-reading (default 200)
+  --reread-delay <ms>         pause before reading failing content again (default 250)
+  --reread-attempts <n>       re-reads of failing content before it is rejected (default 3)
   --keepalive-time <ms>       server keepalive ping interval (default 30000)
   --keepalive-timeout <ms>    keepalive ping timeout (default 10000)
   --max-connection-age <ms>   send GOAWAY after this connection age (default: never)
@@ -29,7 +33,8 @@ Options:
   --max-receive-bytes <n>     largest request (default 4194304)
   --metrics-listen <host:port> serve Prometheus metrics on /metrics (default: off)
   --log-level <level>         trace, debug, info, warn, error (default info)
-  --check                     validate the folder once and exit (status 1 when invalid)
+  --check                     validate the folder once and exit (status 1 when invalid, with the
+                              validator's message on stderr)
   -h, --help                  show this help
 `;
 
@@ -43,6 +48,8 @@ export const USAGE_FLAGS = [
   '--merge-domain-config',
   '--rescan-interval',
   '--debounce',
+  '--reread-delay',
+  '--reread-attempts',
   '--keepalive-time',
   '--keepalive-timeout',
   '--max-connection-age',

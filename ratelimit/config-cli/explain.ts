@@ -3,15 +3,17 @@
 // key from the limiter's cacheKey. To say which entry matched at each level (and where the walk
 // stopped) without a second matcher, a probe config is compiled from the same entries with a named
 // rule on every entry; the service's matcher, asked for each prefix of the request, names the entry
-// it reached at that depth.
+// it reached at that depth. A rule counted by the limit script (sliding_window, token_bucket, several
+// rate_limits) is explained with the keys the limiter's buildLimitCheck names for it.
 import {
   compileConfig,
   type DescriptorEntry,
   type LimitMatch,
+  type LimitSpec,
   type RateLimitConfig,
   type RateLimitRule,
 } from '../config/index.js';
-import { cacheKey, resetSeconds, windowStart } from '../limiter/index.js';
+import { buildLimitCheck, cacheKey, resetSeconds, taggedKeyBase, windowStart } from '../limiter/index.js';
 import { compileSet, isObject, type ConfigSet } from './config-set.js';
 import type { SourceDocument } from './sources.js';
 
@@ -66,7 +68,10 @@ export interface RuleExplanation {
   readonly statKey: string;
   readonly requestsPerUnit: number;
   readonly unit: string;
+  /** The algorithm of a single limit; with several rate_limits, theirs joined by '+'. */
   readonly algorithm: string;
+  /** Every limit of the rule (one unless rate_limits lists several). */
+  readonly limits: readonly LimitExplanation[];
   readonly name: string;
   readonly unlimited: boolean;
   readonly shadowMode: boolean;
@@ -74,13 +79,44 @@ export interface RuleExplanation {
   readonly replaces: readonly string[];
 }
 
+export interface LimitExplanation {
+  readonly algorithm: string;
+  readonly requestsPerUnit: number;
+  readonly unit: string;
+  /** token_bucket only: hits admitted at once from a full bucket. */
+  readonly burst?: number;
+}
+
+/** The keys one limit counts under right now. */
+export interface LimitKeys extends LimitExplanation {
+  /** fixed_window: the window's counter; sliding_window: current then previous window; token_bucket: the bucket. */
+  readonly keys: readonly string[];
+}
+
+/** What `counters` needs to read a scripted rule's state (kept out of the JSON output). */
+export interface ScriptedCounter {
+  /** The descriptor's hash-tagged key base (taggedKeyBase). */
+  readonly tagged: string;
+  readonly rule: RateLimitRule;
+}
+
+const scripted = new WeakMap<DescriptorExplanation, ScriptedCounter>();
+
+/** The scripted rule behind a counted explanation; undefined for reference fixed windows. */
+export function scriptedCounterOf(x: DescriptorExplanation): ScriptedCounter | undefined {
+  return scripted.get(x);
+}
+
 export interface DescriptorExplanation {
   readonly descriptor: readonly DescriptorEntry[];
   readonly matched: boolean;
   readonly steps: readonly LevelStep[];
   readonly rule?: RuleExplanation;
-  /** Absent when not counted (no match, unlimited, replaced). */
+  /** Absent when not counted (no match, unlimited, replaced); for a scripted rule, its first key. */
   readonly cacheKey?: string;
+  /** Per limit, the keys counted right now (absent when not counted). */
+  readonly limitKeys?: readonly LimitKeys[];
+  /** Reference fixed windows only: the window's start and the seconds until it ends. */
   readonly windowStart?: number;
   readonly resetsInSeconds?: number;
   /** Counted in the store? (false: no rule, unlimited, or replaced by another descriptor's rule). */
@@ -150,6 +186,15 @@ function showEntry(e: { key: string; value?: string | undefined }): string {
   return e.value === undefined ? `${e.key} (any value)` : `${e.key}=${e.value}`;
 }
 
+function limitOf(l: LimitSpec): LimitExplanation {
+  return {
+    algorithm: l.algorithm,
+    requestsPerUnit: l.requestsPerUnit,
+    unit: l.unit,
+    ...(l.algorithm === 'token_bucket' ? { burst: l.burst } : {}),
+  };
+}
+
 function howMatched(entry: EntryInfo, req: DescriptorEntry): LevelStep['how'] {
   if (entry.value === undefined) return 'default';
   return entry.value === req.value ? 'exact' : 'wildcard';
@@ -195,8 +240,8 @@ export class Explainer {
       statKey: rule.statKey,
       requestsPerUnit: rule.requestsPerUnit,
       unit: rule.unit,
-      // fixed_window is the only algorithm the limiter has; a rule that names one says so.
-      algorithm: (rule as { algorithm?: string }).algorithm ?? 'fixed_window',
+      algorithm: rule.limits.length === 0 ? 'none' : rule.limits.map((l) => l.algorithm).join('+'),
+      limits: rule.limits.map(limitOf),
       name: rule.name,
       unlimited: rule.unlimited,
       shadowMode: rule.shadowMode,
@@ -308,13 +353,38 @@ export class Explainer {
       }
       if (m.rule.shadowMode) reasons.push('shadow_mode: counted, but the decision is always OK');
       if (m.rule.requestsPerUnit === 0) reasons.push('requests_per_unit 0: every request is over the limit');
+      if (m.rule.scripted) {
+        // The limiter's own key layout: buildLimitCheck names every key of every limit, in order.
+        const tagged = taggedKeyBase(prefix, domain, m.keyEntries);
+        const keys = buildLimitCheck(tagged, m.rule, 0, now * 1000).keys;
+        let k = 0;
+        const limitKeys = m.rule.limits.map((l): LimitKeys => {
+          const n = l.algorithm === 'sliding_window' ? 2 : 1;
+          k += n;
+          return { ...limitOf(l), keys: keys.slice(k - n, k) };
+        });
+        const x: DescriptorExplanation = {
+          descriptor: entries,
+          matched: true,
+          steps,
+          rule,
+          counted: true,
+          cacheKey: keys[0]!,
+          limitKeys,
+          reasons,
+        };
+        scripted.set(x, { tagged, rule: m.rule });
+        return x;
+      }
+      const key = cacheKey(prefix, domain, m.keyEntries, m.rule.unitSeconds, now);
       return {
         descriptor: entries,
         matched: true,
         steps,
         rule,
         counted: true,
-        cacheKey: cacheKey(prefix, domain, m.keyEntries, m.rule.unitSeconds, now),
+        cacheKey: key,
+        limitKeys: [{ ...limitOf(m.rule.limits[0]!), keys: [key] }],
         windowStart: windowStart(now, m.rule.unitSeconds),
         resetsInSeconds: resetSeconds(m.rule.unitSeconds, now),
         reasons,
@@ -339,6 +409,11 @@ const HOW: Record<LevelStep['how'], string> = {
   default: 'key only (default: any value, one counter per value)',
 };
 
+function showLimit(l: LimitExplanation): string {
+  const burst = l.burst === undefined ? '' : `, burst ${l.burst}`;
+  return `${l.requestsPerUnit} per ${l.unit.toLowerCase()}; algorithm: ${l.algorithm}${burst}`;
+}
+
 /** Human-readable explanation. */
 export function formatExplanations(domain: string, list: readonly DescriptorExplanation[]): string {
   const out: string[] = [];
@@ -353,7 +428,14 @@ export function formatExplanations(domain: string, list: readonly DescriptorExpl
       const r = x.rule;
       const limit = r.unlimited ? 'unlimited' : `${r.requestsPerUnit} per ${r.unit.toLowerCase()}`;
       out.push(`  rule: ${r.statKey} at ${r.file}:${r.line} (${r.field})`);
-      out.push(`  limit: ${limit}; algorithm: ${r.algorithm}`);
+      if (r.limits.length > 1) {
+        out.push(
+          `  limits (a hit is admitted only when every one admits it; a rejected hit counts in none):`,
+        );
+        for (const l of r.limits) out.push(`    ${showLimit(l)}`);
+      } else {
+        out.push(`  limit: ${r.limits[0] === undefined ? limit : showLimit(r.limits[0])}`);
+      }
       const flags = [
         `shadow_mode=${r.shadowMode}`,
         `unlimited=${r.unlimited}`,
@@ -365,8 +447,18 @@ export function formatExplanations(domain: string, list: readonly DescriptorExpl
     } else {
       out.push('  no rule matches: the service answers OK without a limit and counts nothing');
     }
-    if (x.cacheKey !== undefined) {
+    if (x.windowStart !== undefined) {
       out.push(`  cache key: ${x.cacheKey} (window from ${x.windowStart}, resets in ${x.resetsInSeconds}s)`);
+    } else if (x.limitKeys !== undefined) {
+      for (const l of x.limitKeys) {
+        const roles =
+          l.algorithm === 'sliding_window'
+            ? `${l.keys[0]} (current window), ${l.keys[1]} (previous window)`
+            : l.algorithm === 'token_bucket'
+              ? `${l.keys[0]} (the bucket's theoretical arrival time, in µs)`
+              : `${l.keys[0]} (this window's count)`;
+        out.push(`  ${l.algorithm} ${l.unit.toLowerCase()} keys: ${roles}`);
+      }
     }
     for (const r of x.reasons) out.push(`  ${x.matched ? 'note' : 'why'}: ${r}`);
   });

@@ -1,6 +1,6 @@
 // ratelimit-config: validate, explain, diff and counters, on the service's own config model.
-// Exit status: 0 fine (diff: no change), 1 invalid config (validate) or changes found (diff),
-// 2 usage error, unreadable or invalid input where a valid config is needed, or Redis failure.
+// Exit status: 0 fine (diff: no change), 1 invalid config (validate), changes found (diff) or
+// nothing deleted (counters reset), 2 usage error, unreadable or invalid input where a valid config is needed, or Redis failure.
 import { readFileSync } from 'node:fs';
 import { parseArgs, parseEnv } from 'node:util';
 import { loadSettings, type Settings } from '../settings/index.js';
@@ -37,7 +37,8 @@ export const USAGE = `usage: ratelimit-config <command> [options]
       Redis settings are the service's environment variables (REDIS_TYPE, REDIS_URL, REDIS_AUTH,
       REDIS_TLS*, REDIS_PERSECOND*, CACHE_KEY_PREFIX, ...), from the environment, --env-file, --env.
 
-exit status: 0 ok / no change; 1 invalid config (validate) / changes (diff); 2 usage or input error
+exit status: 0 ok / no change; 1 invalid config (validate) / changes (diff) / nothing deleted
+(counters reset); 2 usage or input error, or Redis failure
 `;
 
 const COMMON = {
@@ -235,6 +236,16 @@ async function counters(args: string[], io: Io): Promise<number> {
     if (format === 'json')
       io.out(JSON.stringify({ domain: values.domain, counters: readings }, null, 2) + '\n');
     else io.out(formatReadings(list, readings));
+    if (reset && !readings.some((r) => r.deleted === true)) {
+      // A reset that changed nothing (wrong descriptor, prefix or deployment, or already empty)
+      // must not look like one that worked.
+      io.err(
+        readings.length === 0
+          ? 'counters reset: nothing deleted: none of these descriptors is counted\n'
+          : 'counters reset: nothing deleted: no counter of these descriptors exists right now\n',
+      );
+      return 1;
+    }
     return 0;
   } finally {
     await client.close();
