@@ -13,7 +13,7 @@ import { respCommand, startRedis } from '../e2e/harness/redis.js';
 import { request, RlsClient } from '../e2e/harness/system.js';
 import { SHUTDOWN_EXIT_SLACK_MS } from './app.js';
 import { loadSettings } from './settings/index.js';
-import { eventually } from './test-support.js';
+import { eventually, startTestApp } from './test-support.js';
 
 const repo = join(dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -207,3 +207,59 @@ async function slowClient(port: number, head: string, ready: (got: string) => bo
   socket.once('close', () => clearInterval(trickle));
   return socket;
 }
+
+// The drain lets a request in progress finish, and ends when nothing is left open: the keep-alive
+// connection it came on is closed once answered, not kept until its keep-alive timeout (72 s) or the
+// drain deadline.
+t.test(
+  'a keep-alive request finishing during the drain is answered in full and the drain ends early',
+  async (t) => {
+    const DRAIN_MS = 30_000;
+    const pod = await startTestApp({
+      env: { DEBUG_PPROF_ENABLED: 'true' },
+      files: { 'a.yaml': 'domain: a\n' },
+    });
+    t.teardown(() => rmSync(pod.root, { recursive: true, force: true }));
+    const port = Number(new URL(pod.debugUrl).port);
+    // A CPU profile of 300 ms: a request that takes a while, on a keep-alive (HTTP/1.1) connection.
+    const socket = createConnection({ host: LOOPBACK, port });
+    socket.on('error', () => {});
+    let got = '';
+    socket.on('data', (d: Buffer) => (got += d.toString('latin1')));
+    const closed = new Promise<void>((r) => socket.once('close', () => r()));
+    await new Promise<void>((r) => socket.once('connect', r));
+    socket.write('GET /debug/pprof/profile?seconds=0.3 HTTP/1.1\r\nHost: x\r\n\r\n');
+    // In progress once a second profile is refused.
+    await eventually(
+      async () => (await fetch(`${pod.debugUrl}/debug/pprof/profile?seconds=0.3`)).status === 409,
+      30_000,
+      'the profile to be running',
+    );
+    const started = performance.now();
+    let timer: NodeJS.Timeout | undefined;
+    const outcome = await Promise.race([
+      pod.app.close(DRAIN_MS).then(() => 'closed'),
+      new Promise<string>((r) => (timer = setTimeout(() => r('still draining'), DRAIN_MS - 5000))),
+    ]);
+    clearTimeout(timer);
+    const tookMs = performance.now() - started;
+    t.equal(
+      outcome,
+      'closed',
+      `the drain ended after ${Math.round(tookMs)} ms, before its ${DRAIN_MS} ms deadline`,
+    );
+    await closed;
+    t.match(got, /^HTTP\/1\.1 200 /, 'the request in progress was answered');
+    const length = Number(/\r\ncontent-length: (\d+)\r\n/i.exec(got)?.[1]);
+    t.equal(got.length - (got.indexOf('\r\n\r\n') + 4), length, 'in full');
+    t.ok(JSON.parse(got.slice(got.indexOf('\r\n\r\n') + 4)).nodes, 'a CPU profile');
+  },
+);
+
+t.test('SHUTDOWN_DRAIN_TIMEOUT: 10 s by default, a duration from 0 to 1h', async (t) => {
+  t.equal(loadSettings({}).shutdownDrainMs, 10_000);
+  t.equal(loadSettings({ SHUTDOWN_DRAIN_TIMEOUT: '0' }).shutdownDrainMs, 0);
+  t.equal(loadSettings({ SHUTDOWN_DRAIN_TIMEOUT: '1500ms' }).shutdownDrainMs, 1500);
+  for (const bad of ['-1s', '2h', 'soon'])
+    t.throws(() => loadSettings({ SHUTDOWN_DRAIN_TIMEOUT: bad }), /SHUTDOWN_DRAIN_TIMEOUT/, bad);
+});
