@@ -3,10 +3,12 @@
 import t from 'tap';
 import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { connect as connectHttp2 } from 'node:http2';
 import { createConnection, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { SHOULD_RATE_LIMIT_PATH } from '../proto/index.js';
 import { builtBin } from '../e2e/harness/dist.js';
 import { freePort, freePorts, LOOPBACK, ServerProcess } from '../e2e/harness/net.js';
 import { respCommand, startRedis } from '../e2e/harness/redis.js';
@@ -76,7 +78,8 @@ t.test('SIGTERM during a slow config parse exits 0 within the drain time', async
 
 // The built binary on a real Redis with write-behind counting and every kind of connection a pod keeps
 // open when it is told to stop: an HTTP client trickling a request body, an idle HTTP keep-alive
-// connection, an idle gRPC (HTTP/2) connection and a debug client trickling its headers. None of them
+// connection, an idle gRPC (HTTP/2) connection, one with an unfinished call and a health Watch, and a
+// debug client trickling its headers. None of them
 // may hold the exit past the drain time, and every hit the pod admitted must be in Redis afterwards.
 t.test(
   'SIGTERM with slow and idle clients: exit 0 within drain + 2 s, every admitted write-behind hit in Redis',
@@ -166,6 +169,21 @@ t.test(
     // A debug client that never finishes its headers.
     const slowDebug = await slowClient(debugPort, 'GET /stats HTTP/1.1\r\nHost: x\r\n', () => true);
     t.teardown(() => slowDebug.destroy());
+    // A gRPC call whose request message never arrives (5 bytes of frame header announcing 100), then a
+    // health Watch on the same HTTP/2 connection: the server handles the connection's frames in order,
+    // so once the Watch answers it has the unfinished call too.
+    const h2 = connectHttp2(`http://${LOOPBACK}:${grpcPort}`);
+    h2.on('error', () => {});
+    t.teardown(() => h2.destroy());
+    const grpcHeaders = { ':method': 'POST', 'content-type': 'application/grpc', te: 'trailers' };
+    const partial = h2.request({ ...grpcHeaders, ':path': SHOULD_RATE_LIMIT_PATH });
+    partial.on('error', () => {});
+    partial.write(Buffer.from([0, 0, 0, 0, 100]));
+    const watch = h2.request({ ...grpcHeaders, ':path': '/grpc.health.v1.Health/Watch' });
+    watch.on('error', () => {});
+    const watching = new Promise((r) => watch.once('data', r));
+    watch.end(Buffer.from([0, 0, 0, 0, 0]));
+    await watching;
 
     const signalled = performance.now();
     pod.child.kill('SIGTERM');
