@@ -22,8 +22,8 @@ import type { Env, Settings } from './settings/index.js';
 import { StatsStore, createStatsPipeline, type StatsPipeline } from './stats/index.js';
 import { cacheSpanName, createTracing, type RateLimitTracing } from './tracing/index.js';
 
-/** How long shutdown lets in-flight calls finish (the README's drain time). */
-export const SHUTDOWN_DRAIN_MS = 10_000;
+/** How long after the drain time (SHUTDOWN_DRAIN_TIMEOUT) the process exits whatever still hangs. */
+export const SHUTDOWN_EXIT_SLACK_MS = 2000;
 
 export interface ConfigSource {
   start(): Promise<void>;
@@ -288,13 +288,20 @@ export class RateLimitApp {
     }
   }
 
-  /** Graceful stop: unhealthy first, then listeners finish in-flight calls, then the store closes. */
-  async close(deadlineMs = SHUTDOWN_DRAIN_MS): Promise<void> {
+  /**
+   * Graceful stop, in this order: unhealthy, and no new connections; calls in progress finish for up to
+   * `drainMs` (SHUTDOWN_DRAIN_TIMEOUT); every connection still open is cut; the write-behind hits are
+   * sent; then the config source and the store close. main.ts exits anyway SHUTDOWN_EXIT_SLACK_MS after
+   * the drain time.
+   */
+  async close(drainMs = this.settings.shutdownDrainMs): Promise<void> {
     this.health.fail('sigterm');
     clearInterval(this.healthTimer);
-    await Promise.all([this.grpc?.close(deadlineMs), this.http?.close(), this.debug?.close()]);
+    await Promise.all([this.grpc?.close(drainMs), this.http?.close(drainMs), this.debug?.close(drainMs)]);
+    // Before anything else that may wait (the xDS client's close): the admitted hits must reach Redis.
+    await this.writeBehind?.flush();
     await this.configSource?.close();
-    // The write-behind layer sends its pending hits first, then closes the store under it.
+    // The write-behind layer sends what is left (hits of calls cut while deciding), then closes the store.
     await (this.writeBehind ?? this.store).close();
     await this.statsPipeline.close();
     await this.tracing?.close();

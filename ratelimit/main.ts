@@ -1,5 +1,5 @@
 // The `ratelimit` binary: settings from the environment, then the app, until SIGTERM/SIGINT.
-import { RateLimitApp, SHUTDOWN_DRAIN_MS } from './app.js';
+import { RateLimitApp, SHUTDOWN_EXIT_SLACK_MS } from './app.js';
 import { createLogger } from './logging.js';
 import { loadSettings, SettingsError } from './settings/index.js';
 import { createXdsSource } from './xds-source.js';
@@ -23,11 +23,12 @@ async function main(): Promise<void> {
     stopping = true;
     logger.warn(`received ${signal}, shutting down gracefully`);
     // Nothing may hold the exit past the drain time (a stuck store, a hung peer): a last resort.
+    const exitByMs = settings.shutdownDrainMs + SHUTDOWN_EXIT_SLACK_MS;
     setTimeout(() => {
-      logger.error(`shutdown did not finish within ${SHUTDOWN_DRAIN_MS + 2000} ms; exiting`);
+      logger.error(`shutdown did not finish within ${exitByMs} ms; exiting`);
       process.exit(1);
-    }, SHUTDOWN_DRAIN_MS + 2000).unref();
-    app.close(SHUTDOWN_DRAIN_MS).then(
+    }, exitByMs).unref();
+    app.close(settings.shutdownDrainMs).then(
       () => process.exit(0),
       (err) => {
         logger.error({ err }, 'error during shutdown');

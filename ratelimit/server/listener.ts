@@ -24,7 +24,22 @@ export abstract class FastifyListener {
     return typeof a === 'object' && a ? a.port : 0;
   }
 
-  async close(): Promise<void> {
-    await this.app.close();
+  /**
+   * Stops accepting connections and lets the requests in progress finish for up to `drainMs`; keep-alive
+   * connections are closed as soon as they have no request in progress, and whatever is still open at
+   * the deadline (a client trickling its body or its headers) is cut.
+   */
+  async close(drainMs = 10_000): Promise<void> {
+    const server = this.app.server;
+    // Node closes the idle ones once, when the server closes; a connection that finishes its request
+    // later would stay open until its keep-alive timeout, so look again while draining.
+    const idle = setInterval(() => server.closeIdleConnections(), 100);
+    const deadline = setTimeout(() => server.closeAllConnections(), drainMs);
+    try {
+      await this.app.close();
+    } finally {
+      clearInterval(idle);
+      clearTimeout(deadline);
+    }
   }
 }

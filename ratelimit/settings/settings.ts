@@ -57,6 +57,8 @@ export interface Settings {
   grpcMaxConcurrentStreams: number;
   /** GRPC_MAX_SESSION_MEMORY_MB: memory one HTTP/2 connection may buffer before new streams are refused. */
   grpcMaxSessionMemoryMb: number;
+  /** SHUTDOWN_DRAIN_TIMEOUT: how long SIGTERM lets calls in progress finish before connections are cut. */
+  shutdownDrainMs: number;
 
   // logging
   logLevel: string;
@@ -214,6 +216,7 @@ export function loadSettings(env: Env = process.env): Settings {
     grpcMaxRecvMsgSize: r.int('GRPC_MAX_RECV_MSG_SIZE', 4 * 1024 * 1024, { min: 1024 }),
     grpcMaxConcurrentStreams: r.int('GRPC_MAX_CONCURRENT_STREAMS', 1000, { min: 1, max: 2 ** 31 - 1 }),
     grpcMaxSessionMemoryMb: r.int('GRPC_MAX_SESSION_MEMORY_MB', 64, { min: 1 }),
+    shutdownDrainMs: r.durationMs('SHUTDOWN_DRAIN_TIMEOUT', 10_000),
 
     logLevel: r.string('LOG_LEVEL', 'WARN'),
     logFormat: r.oneOf('LOG_FORMAT', 'text', ['text', 'json'] as const),
@@ -360,6 +363,9 @@ export function loadSettings(env: Env = process.env): Settings {
       'CACHE_WRITE_BEHIND_INTERVAL',
       `must be between 10ms and 1m, got ${s.writeBehind.intervalMs}ms (it bounds how stale a pod's counts may be)`,
     );
+  }
+  if (!(s.shutdownDrainMs >= 0 && s.shutdownDrainMs <= 3_600_000)) {
+    throw new SettingsError('SHUTDOWN_DRAIN_TIMEOUT', `must be between 0 and 1h, got ${s.shutdownDrainMs}ms`);
   }
   if (s.memcache.hostPort.length > 0 && s.memcache.srv !== '') {
     throw new SettingsError('MEMCACHE_SRV', 'MEMCACHE_HOST_PORT and MEMCACHE_SRV are mutually exclusive');
