@@ -61,15 +61,16 @@ const ENTRY_OVERHEAD_BYTES = 160;
  *
  * Keys are built from request values, so the table is bounded in bytes (maxBytes: each entry costs
  * its key's characters, 1 byte each for Latin-1 keys and 2 otherwise, plus ENTRY_OVERHEAD_BYTES).
- * Expired windows are dropped first (a sweep every 4096 new keys); when a new key still does not fit,
- * the oldest keys (by the time their window started here) are evicted until it does. An evicted key
- * that comes back starts from 0 in this pod, so under pressure a pod may admit more than its share
- * for the keys evicted, never fewer. A key larger than the whole budget is not kept: its count is the
+ * Expired windows are dropped first (a sweep every 4096 new keys, and at most once a second when the
+ * budget is full); when a new key still does not fit, the oldest keys (by the time their window
+ * started here) are evicted until it does. An evicted key that comes back starts from 0 in this pod,
+ * so under pressure a pod may admit more than its share for the keys evicted, never fewer. A key larger than the whole budget is not kept: its count is the
  * hits of the request alone.
  */
 export class LocalFallbackCounter {
   private readonly slots = new Map<string, Slot>();
   private sinceSweep = 0;
+  private lastSweepMs = -Infinity;
   private usedBytes = 0;
 
   constructor(
@@ -95,7 +96,8 @@ export class LocalFallbackCounter {
       const bytes = entryBytes(key);
       if (bytes > this.maxBytes) return hits;
       if (this.usedBytes + bytes > this.maxBytes) {
-        this.sweep(now);
+        // A full sweep costs one pass over the table: at most once a second under pressure.
+        if (now - this.lastSweepMs >= 1000) this.sweep(now);
         for (const [k, old] of this.slots) {
           if (this.usedBytes + bytes <= this.maxBytes) break;
           this.remove(k, old);
@@ -116,6 +118,7 @@ export class LocalFallbackCounter {
 
   private sweep(now: number): void {
     this.sinceSweep = 0;
+    this.lastSweepMs = now;
     for (const [k, s] of this.slots) if (s.expiresAtMs <= now) this.remove(k, s);
   }
 }
