@@ -15,15 +15,15 @@
 //                  written). The emission interval T = period / r is a rational number of ms, so
 //                  hits * T = (hits * period) div r ms + (hits * period) mod r ticks of 1/r ms, with
 //                  no rounding at any rate; admitted while max(tat, now) + hits * T - now <= burst * T
-//
-// Exact arithmetic: every number stays an integer below 2^53 (Lua 5.1 has only doubles) because
-// counts are at most requests_per_unit < 2^32, periods at most a year in ms (< 2^35) and a full
-// bucket refills within MAX_TOKEN_BUCKET_REFILL_SECONDS (refused at load otherwise); products that
-// can pass 2^53 (count × period, hits × period) go through mulDivMod, which splits one factor in
-// 16-bit halves. So the sliding window's estimate and the bucket's TAT are compared without rounding,
-// and both algorithms admit exactly what their definitions say for every rate the config accepts.
 // <tagged> is prefix + "{" + domain + "_" + entries + "}": the {hash tag} keeps every key of one
 // descriptor in one Redis Cluster slot, so one script call can touch them all.
+//
+// Exact arithmetic: every number stays an integer below 2^53 (Lua 5.1 has only doubles) because
+// counts hold only admitted hits (at most requests_per_unit < 2^32), periods are at most a year in
+// ms (< 2^35) and a full bucket refills within MAX_TOKEN_BUCKET_REFILL_SECONDS (refused at load
+// otherwise); products that can pass 2^53 (count × period, hits × period) go through mulDivMod, which
+// splits one factor in 16-bit halves. So the sliding window's estimate and the bucket's TAT are compared without rounding,
+// and both algorithms admit exactly what their definitions say for every rate the config accepts.
 import type { DescriptorEntry, LimitSpec, RateLimitRule } from '../config/index.js';
 
 export const ALGORITHM_CODE = { fixed_window: 0, sliding_window: 1, token_bucket: 2 } as const;
