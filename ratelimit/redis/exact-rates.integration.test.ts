@@ -320,3 +320,20 @@ t.test(
     t.doesNotThrow(() => configOf(`{ unit: year, requests_per_unit: ${MAX}, algorithm: token_bucket }`));
   },
 );
+
+t.test('a bucket TAT in whole µs, as an earlier version wrote it, is still read', async (t) => {
+  clock = START;
+  const config = configOf('{ unit: minute, requests_per_unit: 6, algorithm: token_bucket, burst: 4 }');
+  const limiter = new FixedWindowLimiter({ store: redisStore, stats: new StatsStore(), nowMs: () => clock });
+  const match = config.getLimit('x', { entries: [{ key: 'k', value: 'legacy' }] })!;
+  // Four emission intervals (10 s each) ahead: the bucket is empty.
+  await redis.client().set('{x_k_legacy_}tb:60', String((START + 40_000) * 1000), 'PX', 60_000);
+  t.equal((await limiter.doLimit('x', [match], [1]))[0]!.code, 'OVER_LIMIT', 'empty: refused');
+  clock += 10_000;
+  t.equal((await limiter.doLimit('x', [match], [1]))[0]!.code, 'OK', 'one interval later: admitted');
+  t.equal(
+    await redis.client().get('{x_k_legacy_}tb:60'),
+    `${START + 50_000}:0:6`,
+    'rewritten in the exact form',
+  );
+});
