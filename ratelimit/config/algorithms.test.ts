@@ -125,6 +125,17 @@ t.test('errors name the field', async (t) => {
       'descriptors[0].rate_limit.burst',
       "config error, 'burst' must be at least 1",
     ],
+    // 634 × a year / 2 is within 10^10 s; 635 is not.
+    [
+      '    rate_limit: {unit: year, requests_per_unit: 2, algorithm: token_bucket, burst: 635}',
+      'descriptors[0].rate_limit.burst',
+      'token bucket refills too slowly: burst × unit / requests_per_unit must be at most 10000000000 seconds (about 317 years); lower burst or raise requests_per_unit',
+    ],
+    [
+      '    rate_limits: [{unit: minute}, {unit: day, requests_per_unit: 1, algorithm: token_bucket, burst: 115741}]',
+      'descriptors[0].rate_limits[1].burst',
+      'token bucket refills too slowly: burst × unit / requests_per_unit must be at most 10000000000 seconds (about 317 years); lower burst or raise requests_per_unit',
+    ],
     [
       '    rate_limit: {unlimited: true, algorithm: token_bucket}',
       'descriptors[0].rate_limit.algorithm',

@@ -29,6 +29,13 @@ export const ALGORITHMS = ['fixed_window', 'sliding_window', 'token_bucket'] as 
 /** Bound of the rate_limits list: every limit costs keys and script work on each hit. */
 export const MAX_LIMITS_PER_DESCRIPTOR = 8;
 
+/**
+ * Longest time a token bucket may take to refill from empty (burst × unit / requests_per_unit), in
+ * seconds (about 317 years): within it the bucket's arithmetic is exact (every number below 2^53) and
+ * its key's time to live is printable by Lua without an exponent. Checked in code (validate.ts).
+ */
+export const MAX_TOKEN_BUCKET_REFILL_SECONDS = 1e10;
+
 /** `algorithm` and `burst`, the same in `rate_limit` and in each item of `rate_limits`. */
 const ALGORITHM_PROPERTY = {
   type: 'string',

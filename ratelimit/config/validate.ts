@@ -4,8 +4,13 @@
 import { Ajv, type ErrorObject } from 'ajv';
 import { DESCRIPTOR_DEPTH_MESSAGE, descriptorTooDeep } from './depth.js';
 import { ConfigError } from './errors.js';
-import { ALGORITHMS, MAX_LIMITS_PER_DESCRIPTOR, configSchema } from './schema.js';
-import { parseUnit } from './units.js';
+import {
+  ALGORITHMS,
+  MAX_LIMITS_PER_DESCRIPTOR,
+  MAX_TOKEN_BUCKET_REFILL_SECONDS,
+  configSchema,
+} from './schema.js';
+import { UNIT_SECONDS, parseUnit } from './units.js';
 
 /** The typed shape of a document that passed validation (null fields already removed). */
 export interface ReplacesDoc {
@@ -255,6 +260,26 @@ function checkDescriptors(
   });
 }
 
+/**
+ * A token bucket whose refill from empty (burst × unit / requests_per_unit) is longer than
+ * MAX_TOKEN_BUCKET_REFILL_SECONDS: its message, else undefined. Compared in integers (BigInt: the
+ * products pass 2^53). requests_per_unit 0 blocks every hit and has no refill.
+ */
+function refillTooLong(l: Record<string, unknown>): string | undefined {
+  if (l.algorithm !== 'token_bucket' || typeof l.unit !== 'string') return undefined;
+  const unit = parseUnit(l.unit);
+  const rpu = l.requests_per_unit ?? 0;
+  const burst = l.burst ?? rpu;
+  if (unit === undefined || !Number.isSafeInteger(rpu) || !Number.isSafeInteger(burst)) return undefined;
+  if ((rpu as number) <= 0) return undefined;
+  const seconds = BigInt(burst as number) * BigInt(UNIT_SECONDS[unit]);
+  if (seconds <= BigInt(MAX_TOKEN_BUCKET_REFILL_SECONDS) * BigInt(rpu as number)) return undefined;
+  return (
+    `token bucket refills too slowly: burst × unit / requests_per_unit must be at most ` +
+    `${MAX_TOKEN_BUCKET_REFILL_SECONDS} seconds (about 317 years); lower burst or raise requests_per_unit`
+  );
+}
+
 /** The algorithm rules of rate_limit / rate_limits (schema.ts crossFieldRules, plus duplicates). */
 function checkLimits(name: string, entry: Record<string, unknown>, at: string, errors: ConfigError[]): void {
   const rl = entry.rate_limit;
@@ -266,6 +291,8 @@ function checkLimits(name: string, entry: Record<string, unknown>, at: string, e
     if (isObject(l) && l.burst !== undefined && l.algorithm !== 'token_bucket') {
       errors.push(new ConfigError(name, `${field}.burst`, 'burst is only valid with algorithm token_bucket'));
     }
+    const refill = isObject(l) ? refillTooLong(l) : undefined;
+    if (refill !== undefined) errors.push(new ConfigError(name, `${field}.burst`, refill));
   };
   if (isObject(rl)) {
     checkBurst(rl, `${at}.rate_limit`);

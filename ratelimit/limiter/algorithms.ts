@@ -10,11 +10,20 @@
 //   fixed_window   key  <tagged>fw:<unitSeconds>:<windowStart>  counter of the epoch-aligned window
 //   sliding_window keys <tagged>sw:<unitSeconds>:<windowStart> (current) and the previous window's;
 //                  estimate = previous * (period - elapsed) / period + current
-//   token_bucket   key  <tagged>tb:<unitSeconds>  GCRA theoretical arrival time (integer µs):
-//                  emission interval T = period / requests_per_unit, admitted while
-//                  max(tat, now) + hits * T - now <= burst * T
+//   token_bucket   key  <tagged>tb:<unitSeconds>  GCRA theoretical arrival time, "W:R:r": the
+//                  TAT is W + R / r ms exactly (W whole ms, 0 <= R < r, r = requests_per_unit when
+//                  written). The emission interval T = period / r is a rational number of ms, so
+//                  hits * T = (hits * period) div r ms + (hits * period) mod r ticks of 1/r ms, with
+//                  no rounding at any rate; admitted while max(tat, now) + hits * T - now <= burst * T
 // <tagged> is prefix + "{" + domain + "_" + entries + "}": the {hash tag} keeps every key of one
 // descriptor in one Redis Cluster slot, so one script call can touch them all.
+//
+// Exact arithmetic: every number stays an integer below 2^53 (Lua 5.1 has only doubles) because
+// counts hold only admitted hits (at most requests_per_unit < 2^32), periods are at most a year in
+// ms (< 2^35) and a full bucket refills within MAX_TOKEN_BUCKET_REFILL_SECONDS (refused at load
+// otherwise); products that can pass 2^53 (count × period, hits × period) go through mulDivMod, which
+// splits one factor in 16-bit halves. So the sliding window's estimate and the bucket's TAT are compared without rounding,
+// and both algorithms admit exactly what their definitions say for every rate the config accepts.
 import type { DescriptorEntry, LimitSpec, RateLimitRule } from '../config/index.js';
 
 export const ALGORITHM_CODE = { fixed_window: 0, sliding_window: 1, token_bucket: 2 } as const;
@@ -76,12 +85,102 @@ export function buildLimitCheck(
   return { keys, args, perSecond };
 }
 
+/** A token bucket's stored TAT: count + frac / den ms (see the key layout above). */
+export interface BucketState {
+  readonly count: number;
+  readonly frac: number;
+  readonly den: number;
+}
+
 /** Where the memory backend keeps a number per key (the script uses GET/SET on the same keys). */
 export interface NumberSlots {
   read(key: string): number;
   /** Adds to the number (creating it at 0) and sets its time to live. */
   add(key: string, by: number, ttlMs: number): void;
-  write(key: string, value: number, ttlMs: number): void;
+  /** A token bucket's TAT, undefined when absent or expired. */
+  readBucket(key: string): BucketState | undefined;
+  writeBucket(key: string, ms: number, frac: number, den: number, ttlMs: number): void;
+}
+
+/**
+ * Longest time to live the script sets (and reset it reports), ms: a full bucket refills within
+ * MAX_TOKEN_BUCKET_REFILL_SECONDS, so it only guards state written by a looser configuration.
+ */
+const MAX_TTL_MS = 1e13;
+
+/**
+ * Shortest time to live of a bucket's key, ms. Past its TAT a key reads as a full bucket, so keeping it
+ * longer changes no decision; without the floor a bucket at a high rate (10 hits at 2,000,000/s refill
+ * in 5 µs) would live 1 ms in Redis, whose clock is not the caller's: a pod whose clock is behind, or a
+ * call that reaches Redis a little later, would find it gone and start from a full bucket.
+ */
+const MIN_BUCKET_TTL_MS = 1000;
+
+// mulDivMod's results (module scratch: the hot path allocates nothing for them).
+let quot = 0;
+let rem = 0;
+
+/** quot, rem = floor(x / d), x mod d, exactly, for integers 0 <= x < 2^53 and 1 <= d < 2^53. */
+function divMod(x: number, d: number): void {
+  let q = Math.floor(x / d);
+  let r = x - q * d;
+  // x / d is rounded: floor can be one off near an integer; the remainder tells which way.
+  if (r < 0) {
+    q -= 1;
+    r += d;
+  } else if (r >= d) {
+    q += 1;
+    r -= d;
+  }
+  quot = q;
+  rem = r;
+}
+
+/**
+ * quot, rem = floor(a * b / d), a * b mod d, exactly, for integers 0 <= a < 2^32, 0 <= b < 2^36,
+ * 1 <= d < 2^36 (so every partial product stays below 2^53), with a quotient below 2^53.
+ * Mirrored by mul_div_mod in the script.
+ */
+export function mulDivMod(a: number, b: number, d: number): void {
+  const p = a * b;
+  if (p <= Number.MAX_SAFE_INTEGER) {
+    divMod(p, d);
+    return;
+  }
+  const lo = b % 65536;
+  const hi = (b - lo) / 65536;
+  divMod(a * lo, d);
+  const q1 = quot;
+  const r1 = rem;
+  divMod(a * hi, d);
+  const q2 = quot;
+  divMod(rem * 65536, d);
+  let q = q1 + q2 * 65536 + quot;
+  let r = r1 + rem;
+  if (r >= d) {
+    q += 1;
+    r -= d;
+  }
+  quot = q;
+  rem = r;
+}
+
+/** The least k in [0, burst] whose cost k·period/rate (as ms + ticks of 1/rate ms) is >= (ms, ticks). */
+function hitsCovering(ms: number, ticks: number, rate: number, period: number, burst: number): number {
+  // Within one of the answer (|error| < 2^-20 hits): corrected below with the exact costs.
+  let k = Math.min(Math.max(Math.ceil((ms * rate + ticks) / period), 0), burst);
+  for (;;) {
+    if (k <= 0) return 0;
+    mulDivMod(k - 1, period, rate);
+    if (quot > ms || (quot === ms && rem >= ticks)) k -= 1;
+    else break;
+  }
+  for (;;) {
+    if (k >= burst) return burst;
+    mulDivMod(k, period, rate);
+    if (quot < ms || (quot === ms && rem < ticks)) k += 1;
+    else return k;
+  }
 }
 
 /** The script's computation, for the memory backend. Mirrors ratelimit/redis/limit-script.ts. */
@@ -93,8 +192,9 @@ export function evaluateLimitCheck(check: LimitCheck, slots: NumberSlots): Limit
   const n = (args.length - 2) / 4;
   const out: number[] = new Array<number>(1 + 2 * n);
   out[0] = 0;
-  // Per limit: value to write (count or TAT), its ttl; decided in the first pass, written in the second.
-  const write: number[] = new Array<number>(2 * n);
+  // Per limit: value(s) to write and the ttl; decided in the first pass, written in the second.
+  // Sliding windows: [hits, ttl, -]; buckets: [TAT ms, TAT ticks, ttl] (ms = -1: nothing to write).
+  const write: number[] = new Array<number>(3 * n);
   let k = 0;
   for (let i = 0; i < n; i++) {
     const a = 2 + i * 4;
@@ -112,41 +212,75 @@ export function evaluateLimitCheck(check: LimitCheck, slots: NumberSlots): Limit
       const after = fits ? count + hits : count;
       remaining = Math.max(limit - after, 0);
       reset = ws + period - now;
-      write[2 * i] = hits;
-      write[2 * i + 1] = period;
+      write[3 * i] = hits;
+      write[3 * i + 1] = period;
       k += 1;
     } else if (code === 1) {
       const cur = slots.read(keys[k]!);
       const prev = slots.read(keys[k + 1]!);
       const ws = now - (now % period);
       const elapsed = now - ws;
-      const estimate = (prev * (period - elapsed)) / period + cur;
-      fits = estimate + hits <= limit;
-      const after = fits ? estimate + hits : estimate;
-      remaining = Math.max(Math.floor(limit - after), 0);
+      // estimate = prev * (period - elapsed) / period + cur, compared exactly: with
+      // prev * (period - elapsed) = quot * period + rem, estimate + hits <= limit exactly when
+      // quot + (rem > 0) <= limit - cur - hits.
+      mulDivMod(prev, period - elapsed, period);
+      const weighted = quot + (rem > 0 ? 1 : 0);
+      fits = weighted <= limit - cur - hits;
+      // floor(limit - estimate - counted hits)
+      remaining = Math.max(limit - cur - (fits ? hits : 0) - weighted, 0);
       const curAfter = fits ? cur + hits : cur;
       reset = curAfter > 0 ? ws + 2 * period - now : prev > 0 ? ws + period - now : 0;
-      write[2 * i] = hits;
-      write[2 * i + 1] = ws + 2 * period - now;
+      write[3 * i] = hits;
+      write[3 * i + 1] = ws + 2 * period - now;
       k += 2;
     } else {
-      const nowUs = now * 1000;
-      const stored = slots.read(keys[k]!);
-      const d = stored > nowUs ? stored - nowUs : 0;
+      write[3 * i] = -1;
       if (limit === 0) {
         fits = hits === 0;
         remaining = 0;
         reset = 0;
-        write[2 * i] = -1;
       } else {
-        const t = (period * 1000) / limit;
-        const after = d + hits * t;
-        fits = after <= burst * t;
-        const used = fits ? after : d;
-        remaining = Math.min(Math.max(Math.floor(burst - used / t), 0), burst);
-        reset = Math.min(Math.ceil(used / 1000), 1e13);
-        write[2 * i] = nowUs + Math.floor(after);
-        write[2 * i + 1] = Math.min(Math.ceil(after / 1000), 1e13);
+        // The debt max(tat - now, 0) as dMs + dTicks / limit ms.
+        const st = slots.readBucket(keys[k]!);
+        let dMs = 0;
+        let dTicks = 0;
+        if (st !== undefined) {
+          let w = st.count;
+          let r = st.frac;
+          // Written under another rate: rounded up to the next whole ms (never lenient).
+          if (st.den !== limit && r > 0) {
+            w += 1;
+            r = 0;
+          }
+          if (w >= now) {
+            dMs = w - now;
+            dTicks = r;
+          }
+        }
+        let usedMs = dMs;
+        let usedTicks = dTicks;
+        if (hits > burst) {
+          fits = false;
+        } else {
+          mulDivMod(hits, period, limit);
+          let aMs = dMs + quot;
+          let aTicks = dTicks + rem;
+          if (aTicks >= limit) {
+            aMs += 1;
+            aTicks -= limit;
+          }
+          mulDivMod(burst, period, limit);
+          fits = aMs < quot || (aMs === quot && aTicks <= rem);
+          if (fits) {
+            usedMs = aMs;
+            usedTicks = aTicks;
+            write[3 * i] = now + aMs;
+            write[3 * i + 1] = aTicks;
+            write[3 * i + 2] = Math.min(Math.max(aMs + (aTicks > 0 ? 1 : 0), MIN_BUCKET_TTL_MS), MAX_TTL_MS);
+          }
+        }
+        remaining = burst - hitsCovering(usedMs, usedTicks, limit, period, burst);
+        reset = Math.min(usedMs + (usedTicks > 0 ? 1 : 0), MAX_TTL_MS);
       }
       k += 1;
     }
@@ -159,10 +293,12 @@ export function evaluateLimitCheck(check: LimitCheck, slots: NumberSlots): Limit
   for (let i = 0; i < n; i++) {
     const code = args[2 + i * 4]!;
     if (code === 2) {
-      if (write[2 * i] !== -1) slots.write(keys[k]!, write[2 * i]!, write[2 * i + 1]!);
+      if (write[3 * i]! !== -1) {
+        slots.writeBucket(keys[k]!, write[3 * i]!, write[3 * i + 1]!, args[3 + i * 4]!, write[3 * i + 2]!);
+      }
       k += 1;
     } else {
-      slots.add(keys[k]!, write[2 * i]!, write[2 * i + 1]!);
+      slots.add(keys[k]!, write[3 * i]!, write[3 * i + 1]!);
       k += code === 1 ? 2 : 1;
     }
   }

@@ -1,6 +1,8 @@
 // Failure-mode inputs (issue 14): the config field and the settings are validated with errors naming
 // the field; the `local` share and its in-memory windows.
 import t from 'tap';
+import v8 from 'node:v8';
+import vm from 'node:vm';
 import { loadConfig } from '../config/index.js';
 import { loadSettings } from '../settings/index.js';
 import { LocalFallbackCounter, localShare } from './failure-mode.js';
@@ -36,18 +38,23 @@ t.test('an unknown failure_mode is refused naming the field and the allowed valu
 
 t.test('settings: defaults, values and errors naming the variable', async (t) => {
   const s = loadSettings({});
-  t.same(s.failureMode, { mode: 'error', localPods: 1 }, 'error by default: drop-in compatible');
+  t.same(
+    s.failureMode,
+    { mode: 'error', localPods: 1, localMaxBytes: 64 * 1024 * 1024 },
+    'error by default: drop-in compatible',
+  );
   t.same(s.redisCircuitBreaker, { enabled: true, failureThreshold: 5, probeIntervalMs: 500 });
   t.equal(s.redisStartupWaitMs, 10_000);
   const o = loadSettings({
     CACHE_FAILURE_MODE: 'LOCAL',
     CACHE_FAILURE_MODE_LOCAL_PODS: '3',
+    CACHE_FAILURE_MODE_LOCAL_MAX_BYTES: '1000000',
     REDIS_CIRCUIT_BREAKER_FAILURES: '2',
     REDIS_CIRCUIT_BREAKER_PROBE_INTERVAL: '1s',
     REDIS_CIRCUIT_BREAKER_ENABLED: 'false',
     REDIS_STARTUP_WAIT: '0',
   });
-  t.same(o.failureMode, { mode: 'local', localPods: 3 });
+  t.same(o.failureMode, { mode: 'local', localPods: 3, localMaxBytes: 1_000_000 });
   t.same(o.redisCircuitBreaker, { enabled: false, failureThreshold: 2, probeIntervalMs: 1000 });
   t.equal(o.redisStartupWaitMs, 0);
   t.throws(() => loadSettings({ CACHE_FAILURE_MODE: 'open' }), {
@@ -55,6 +62,9 @@ t.test('settings: defaults, values and errors naming the variable', async (t) =>
   });
   t.throws(() => loadSettings({ CACHE_FAILURE_MODE_LOCAL_PODS: '0' }), {
     message: /^CACHE_FAILURE_MODE_LOCAL_PODS: must be >= 1/,
+  });
+  t.throws(() => loadSettings({ CACHE_FAILURE_MODE_LOCAL_MAX_BYTES: '100' }), {
+    message: /^CACHE_FAILURE_MODE_LOCAL_MAX_BYTES: must be >= 4096/,
   });
   t.throws(() => loadSettings({ REDIS_CIRCUIT_BREAKER_FAILURES: '0' }), {
     message: /^REDIS_CIRCUIT_BREAKER_FAILURES: must be >= 1/,
@@ -80,4 +90,64 @@ t.test('local counter: counts per key within its window, restarts after it', asy
   t.equal(c.add('b', 1, 60), 1);
   now += 60_000;
   t.equal(c.add('a', 1, 60), 1, 'a new window starts from zero');
+});
+
+t.test('local counter: long distinct keys stay within its byte budget, oldest windows evicted', async (t) => {
+  v8.setFlagsFromString('--expose-gc');
+  const gc = vm.runInNewContext('gc') as () => void;
+  const budget = 8 * 1024 * 1024;
+  const now = 1_000_000;
+  const c = new LocalFallbackCounter(() => now, budget);
+  const pad = 'v'.repeat(1000);
+  gc();
+  const before = process.memoryUsage().heapUsed;
+  let over = 0;
+  // 200,000 keys of ~1 KB (200 MB unbounded), each its own flat string as a decoded request value is
+  // (a concatenation would share `pad` as a rope and hide the cost).
+  const flat = (k: string) => Buffer.from(k, 'latin1').toString('latin1');
+  for (let i = 0; i < 200_000; i++) {
+    c.add(flat(`d_header_${i}_${pad}`), 1, 60);
+    if (c.bytes > budget) over++;
+  }
+  t.equal(over, 0, 'the accounted bytes never exceed the budget');
+  t.ok(c.bytes > budget * 0.9, `the budget is used (${c.bytes} bytes, ${c.size} keys)`);
+  gc();
+  const grown = process.memoryUsage().heapUsed - before;
+  t.ok(
+    grown < c.bytes * 1.25 + 4 * 1024 * 1024,
+    `heap grown ${(grown / 1048576).toFixed(1)} MB for ${(c.bytes / 1048576).toFixed(1)} MB accounted`,
+  );
+  // Short keys: the per-entry overhead is accounted too.
+  const shortKeys = new LocalFallbackCounter(() => now, budget);
+  gc();
+  const beforeShort = process.memoryUsage().heapUsed;
+  for (let i = 0; i < 200_000; i++) shortKeys.add(`d_k_${i}`, 1, 60);
+  gc();
+  const grownShort = process.memoryUsage().heapUsed - beforeShort;
+  t.ok(shortKeys.bytes <= budget, `short keys: ${shortKeys.size} kept within the budget`);
+  t.ok(
+    grownShort < shortKeys.bytes * 1.25 + 4 * 1024 * 1024,
+    `short keys: heap grown ${(grownShort / 1048576).toFixed(1)} MB for ${(shortKeys.bytes / 1048576).toFixed(1)} MB accounted`,
+  );
+  // The newest keys are still counted; the oldest were evicted and start again.
+  t.equal(c.add(`d_header_199999_${pad}`, 1, 60), 2, 'the newest key keeps its count');
+  t.equal(c.add(`d_header_0_${pad}`, 1, 60), 1, 'the oldest key was evicted: its window restarts here');
+  // A key larger than the whole budget is not kept: its count is the request's hits.
+  const small = new LocalFallbackCounter(() => now, 4096);
+  t.equal(small.add('x'.repeat(5000), 3, 60), 3);
+  t.equal(small.add('x'.repeat(5000), 3, 60), 3);
+  t.equal(small.size, 0);
+});
+
+t.test('local counter: expired windows are swept before live keys are evicted', async (t) => {
+  let now = 1_000_000;
+  const c = new LocalFallbackCounter(() => now, 4096);
+  // 4096 bytes hold a handful of entries: fill with short-lived keys, then add live ones.
+  for (let i = 0; i < 30; i++) c.add(`old_${i}`, 1, 1);
+  const live = c.size;
+  t.ok(live > 10 && live < 30 && c.bytes <= 4096, `${live} entries fill the budget`);
+  now += 2000;
+  c.add('live_a', 1, 60);
+  t.equal(c.size, 1, 'the expired windows went first');
+  t.equal(c.add('live_a', 1, 60), 2);
 });

@@ -13,7 +13,12 @@ export interface FailureModeSettings {
   mode: FailureMode;
   /** CACHE_FAILURE_MODE_LOCAL_PODS: pods sharing a domain's traffic; each admits ceil(limit / pods). */
   localPods: number;
+  /** CACHE_FAILURE_MODE_LOCAL_MAX_BYTES: budget of `local` mode's counters (default DEFAULT_LOCAL_MAX_BYTES). */
+  localMaxBytes?: number;
 }
+
+/** Default budget of `local` mode's counters: 64 MiB. */
+export const DEFAULT_LOCAL_MAX_BYTES = 64 * 1024 * 1024;
 
 export const DEFAULT_FAILURE_MODE: FailureModeSettings = Object.freeze({ mode: 'error', localPods: 1 });
 
@@ -39,41 +44,93 @@ export function localShare(requestsPerUnit: number, pods: number): number {
 interface Slot {
   count: number;
   expiresAtMs: number;
+  /** Bytes accounted for this entry (LocalFallbackCounter.entryBytes). */
+  bytes: number;
 }
 
-/** Most keys kept in memory by `local` mode; the oldest are dropped past it (their windows restart). */
-const MAX_LOCAL_KEYS = 1_000_000;
+/**
+ * Heap bytes of one entry besides its key's characters: the Map's entry and hash table share, the Slot
+ * object, the key string's header (and the cons string it was flattened from). Measured in
+ * failure-mode.test.ts (heap used per entry stays below what is accounted).
+ */
+const ENTRY_OVERHEAD_BYTES = 160;
 
 /**
  * The in-memory counters of `local` mode: the same keys and windows as the store, so a key counted
  * here during an outage is the same window the store counts once it is back (the two are not merged).
+ *
+ * Keys are built from request values, so the table is bounded in bytes (maxBytes: each entry costs
+ * its key's characters, 1 byte each for Latin-1 keys and 2 otherwise, plus ENTRY_OVERHEAD_BYTES).
+ * Expired windows are dropped first (a sweep every 4096 new keys, and at most once a second when the
+ * budget is full); when a new key still does not fit, the oldest keys (by the time their window
+ * started here) are evicted until it does. An evicted key that comes back starts from 0 in this pod,
+ * so under pressure a pod may admit more than its share for the keys evicted, never fewer. A key larger than the whole budget is not kept: its count is the
+ * hits of the request alone.
  */
 export class LocalFallbackCounter {
   private readonly slots = new Map<string, Slot>();
   private sinceSweep = 0;
+  private lastSweepMs = -Infinity;
+  private usedBytes = 0;
 
-  constructor(private readonly nowMs: () => number = Date.now) {}
+  constructor(
+    private readonly nowMs: () => number = Date.now,
+    readonly maxBytes: number = DEFAULT_LOCAL_MAX_BYTES,
+  ) {}
 
   get size(): number {
     return this.slots.size;
+  }
+
+  /** Bytes accounted for the entries held, never above maxBytes. */
+  get bytes(): number {
+    return this.usedBytes;
   }
 
   add(key: string, hits: number, expireSeconds: number): number {
     const now = this.nowMs();
     let s = this.slots.get(key);
     if (s === undefined || s.expiresAtMs <= now) {
+      if (s !== undefined) this.remove(key, s);
       if (++this.sinceSweep >= 4096) this.sweep(now);
-      if (this.slots.size >= MAX_LOCAL_KEYS) this.slots.delete(this.slots.keys().next().value as string);
-      s = { count: 0, expiresAtMs: now + expireSeconds * 1000 };
-      this.slots.delete(key);
+      const bytes = entryBytes(key);
+      if (bytes > this.maxBytes) return hits;
+      if (this.usedBytes + bytes > this.maxBytes) {
+        // A full sweep costs one pass over the table: at most once a second under pressure.
+        if (now - this.lastSweepMs >= 1000) this.sweep(now);
+        for (const [k, old] of this.slots) {
+          if (this.usedBytes + bytes <= this.maxBytes) break;
+          this.remove(k, old);
+        }
+      }
+      s = { count: 0, expiresAtMs: now + expireSeconds * 1000, bytes };
       this.slots.set(key, s);
+      this.usedBytes += bytes;
     }
     s.count += hits;
     return s.count;
   }
 
+  private remove(key: string, s: Slot): void {
+    this.slots.delete(key);
+    this.usedBytes -= s.bytes;
+  }
+
   private sweep(now: number): void {
     this.sinceSweep = 0;
-    for (const [k, s] of this.slots) if (s.expiresAtMs <= now) this.slots.delete(k);
+    this.lastSweepMs = now;
+    for (const [k, s] of this.slots) if (s.expiresAtMs <= now) this.remove(k, s);
   }
+}
+
+/** Accounted bytes of one entry: see LocalFallbackCounter. */
+function entryBytes(key: string): number {
+  let wide = false;
+  for (let i = 0; i < key.length; i++) {
+    if (key.charCodeAt(i) > 0xff) {
+      wide = true;
+      break;
+    }
+  }
+  return ENTRY_OVERHEAD_BYTES + (wide ? 2 * key.length : key.length);
 }

@@ -56,7 +56,7 @@ export class FixedWindowLimiter {
   private readonly failure: FailureModeSettings;
   private readonly failureStats: FailureModeStats;
   /** `local` failure mode's counters. */
-  readonly localCounter = new LocalFallbackCounter();
+  readonly localCounter: LocalFallbackCounter;
 
   constructor(opts: FixedWindowLimiterOptions) {
     this.store = opts.store;
@@ -71,6 +71,7 @@ export class FixedWindowLimiter {
     this.nowMs = opts.nowMs ?? (opts.nowSeconds ? () => opts.nowSeconds!() * 1000 : Date.now);
     this.verdicts = new VerdictStatuses(this.stats, this.nearRatio);
     this.failure = opts.failureMode ?? DEFAULT_FAILURE_MODE;
+    this.localCounter = new LocalFallbackCounter(Date.now, this.failure.localMaxBytes);
     this.failureStats = new FailureModeStats(opts.stats);
   }
 

@@ -9,8 +9,11 @@ import {
   type NumberSlots,
 } from '../limiter/index.js';
 
+/** A counter, or a token bucket's TAT (count + frac / den ms; frac and den stay 0 for counters). */
 interface Slot {
   count: number;
+  frac: number;
+  den: number;
   expiresAtMs: number;
 }
 
@@ -37,7 +40,7 @@ export class MemoryCounterStore implements CounterStore {
       const op = ops[i];
       let s = this.slots.get(op.key);
       if (!s || s.expiresAtMs <= now) {
-        s = { count: 0, expiresAtMs: 0 };
+        s = { count: 0, frac: 0, den: 0, expiresAtMs: 0 };
         this.slots.set(op.key, s);
       }
       s.count += op.hits;
@@ -63,14 +66,18 @@ export class MemoryCounterStore implements CounterStore {
       const now = this.nowMs();
       let s = this.slots.get(key);
       if (!s || s.expiresAtMs <= now) {
-        s = { count: 0, expiresAtMs: 0 };
+        s = { count: 0, frac: 0, den: 0, expiresAtMs: 0 };
         this.slots.set(key, s);
       }
       s.count += by;
       s.expiresAtMs = now + ttlMs;
     },
-    write: (key, value, ttlMs) => {
-      this.slots.set(key, { count: value, expiresAtMs: this.nowMs() + ttlMs });
+    readBucket: (key) => {
+      const s = this.slots.get(key);
+      return s && s.expiresAtMs > this.nowMs() ? s : undefined;
+    },
+    writeBucket: (key, ms, frac, den, ttlMs) => {
+      this.slots.set(key, { count: ms, frac, den, expiresAtMs: this.nowMs() + ttlMs });
     },
   };
 

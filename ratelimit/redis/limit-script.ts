@@ -5,18 +5,71 @@
 //
 // Loaded once per connection by ioredis (the first call on a connection sends EVAL, later calls
 // EVALSHA; a NOSCRIPT answer, after SCRIPT FLUSH or a failover, resends it as EVAL).
-// Redis numbers returned from Lua are truncated to integers: every returned value is floored or
-// ceiled here first. The TAT is written with %.0f (an integer-valued double, printed exactly).
+// Redis numbers returned from Lua are truncated to integers: every value computed here is an integer
+// already (exact arithmetic, see algorithms.ts). The TAT is written as "W:R:r" with %.0f (integer-valued
+// doubles below 2^53, printed exactly); a TAT in whole µs left by an earlier version is read rounded up
+// to the next ms, so an upgrade never makes a bucket more lenient.
 import type { LimitCheck, LimitVerdict } from '../limiter/index.js';
 import type { Redis } from 'ioredis';
 import type { RedisClient } from './client-options.js';
 
 export const LIMIT_SCRIPT = `
+local quot, rem
+local function div_mod(x, d)
+  local q = math.floor(x / d)
+  local r = x - q * d
+  if r < 0 then
+    q = q - 1
+    r = r + d
+  elseif r >= d then
+    q = q + 1
+    r = r - d
+  end
+  quot = q
+  rem = r
+end
+local function mul_div_mod(a, b, d)
+  local p = a * b
+  if p <= 9007199254740991 then
+    div_mod(p, d)
+    return
+  end
+  local lo = b % 65536
+  local hi = (b - lo) / 65536
+  div_mod(a * lo, d)
+  local q1 = quot
+  local r1 = rem
+  div_mod(a * hi, d)
+  local q2 = quot
+  div_mod(rem * 65536, d)
+  local q = q1 + q2 * 65536 + quot
+  local r = r1 + rem
+  if r >= d then
+    q = q + 1
+    r = r - d
+  end
+  quot = q
+  rem = r
+end
+local function hits_covering(ms, ticks, rate, period, burst)
+  local k = math.min(math.max(math.ceil((ms * rate + ticks) / period), 0), burst)
+  while true do
+    if k <= 0 then return 0 end
+    mul_div_mod(k - 1, period, rate)
+    if quot > ms or (quot == ms and rem >= ticks) then k = k - 1 else break end
+  end
+  while true do
+    if k >= burst then return burst end
+    mul_div_mod(k, period, rate)
+    if quot < ms or (quot == ms and rem < ticks) then k = k + 1 else return k end
+  end
+end
 local now = tonumber(ARGV[1])
 local hits = tonumber(ARGV[2])
 local n = (#ARGV - 2) / 4
 local out = {0}
 local wv = {}
+local wr = {}
 local wt = {}
 local k = 1
 for i = 1, n do
@@ -44,15 +97,17 @@ for i = 1, n do
     local prev = tonumber(redis.call('GET', KEYS[k + 1]) or '0')
     local ws = now - (now % period)
     local elapsed = now - ws
-    local estimate = (prev * (period - elapsed)) / period + cur
-    fits = estimate + hits <= limit
-    local after = estimate
+    mul_div_mod(prev, period - elapsed, period)
+    local weighted = quot
+    if rem > 0 then weighted = weighted + 1 end
+    fits = weighted <= limit - cur - hits
     local curAfter = cur
+    local counted = 0
     if fits then
-      after = estimate + hits
       curAfter = cur + hits
+      counted = hits
     end
-    remaining = math.max(math.floor(limit - after), 0)
+    remaining = math.max(limit - cur - counted - weighted, 0)
     if curAfter > 0 then
       reset = ws + 2 * period - now
     elseif prev > 0 then
@@ -64,26 +119,62 @@ for i = 1, n do
     wt[i] = ws + 2 * period - now
     k = k + 2
   else
-    local nowUs = now * 1000
-    local stored = tonumber(redis.call('GET', KEYS[k]) or '0')
-    local d = 0
-    if stored > nowUs then d = stored - nowUs end
+    wv[i] = -1
     if limit == 0 then
       fits = hits == 0
       remaining = 0
       reset = 0
-      wv[i] = -1
     else
-      local t = (period * 1000) / limit
-      local after = d + hits * t
-      fits = after <= burst * t
-      local used = d
-      if fits then used = after end
-      remaining = math.min(math.max(math.floor(burst - used / t), 0), burst)
-      reset = math.min(math.ceil(used / 1000), 1e13)
-      wv[i] = nowUs + math.floor(after)
-      -- capped so that Lua prints it without an exponent (a bucket refilling for over 300 years)
-      wt[i] = math.min(math.ceil(after / 1000), 1e13)
+      local dMs = 0
+      local dTicks = 0
+      local stored = redis.call('GET', KEYS[k])
+      if stored then
+        local w, r, den = string.match(stored, '^(%d+):(%d+):(%d+)$')
+        if w then
+          w = tonumber(w)
+          r = tonumber(r)
+          if tonumber(den) ~= limit and r > 0 then
+            w = w + 1
+            r = 0
+          end
+        else
+          -- a TAT in whole µs (written by an earlier version): rounded up to whole ms
+          w = math.ceil((tonumber(stored) or 0) / 1000)
+          r = 0
+        end
+        if w >= now then
+          dMs = w - now
+          dTicks = r
+        end
+      end
+      local usedMs = dMs
+      local usedTicks = dTicks
+      if hits > burst then
+        fits = false
+      else
+        mul_div_mod(hits, period, limit)
+        local aMs = dMs + quot
+        local aTicks = dTicks + rem
+        if aTicks >= limit then
+          aMs = aMs + 1
+          aTicks = aTicks - limit
+        end
+        mul_div_mod(burst, period, limit)
+        fits = aMs < quot or (aMs == quot and aTicks <= rem)
+        if fits then
+          usedMs = aMs
+          usedTicks = aTicks
+          wv[i] = now + aMs
+          wr[i] = aTicks
+          local ttl = aMs
+          if aTicks > 0 then ttl = ttl + 1 end
+          wt[i] = math.min(math.max(ttl, 1000), 1e13)
+        end
+      end
+      remaining = burst - hits_covering(usedMs, usedTicks, limit, period, burst)
+      reset = usedMs
+      if usedTicks > 0 then reset = reset + 1 end
+      reset = math.min(reset, 1e13)
     end
     k = k + 1
   end
@@ -94,10 +185,12 @@ end
 if out[1] ~= 0 or hits == 0 then return out end
 k = 1
 for i = 1, n do
-  local code = tonumber(ARGV[2 + (i - 1) * 4 + 1])
+  local a = 2 + (i - 1) * 4
+  local code = tonumber(ARGV[a + 1])
   if code == 2 then
     if wv[i] ~= -1 then
-      redis.call('SET', KEYS[k], string.format('%.0f', wv[i]), 'PX', wt[i])
+      local v = string.format('%.0f:%.0f:%.0f', wv[i], wr[i], tonumber(ARGV[a + 2]))
+      redis.call('SET', KEYS[k], v, 'PX', string.format('%.0f', wt[i]))
     end
     k = k + 1
   else

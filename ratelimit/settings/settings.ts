@@ -4,6 +4,7 @@ import { FAILURE_MODES, type FailureMode } from '../config/types.js';
 import { XDS_MAX_MESSAGE_BYTES } from '../../proto/index.js';
 import { DEFAULT_YAML_LIMITS, type YamlLimits } from '../config/yaml-source.js';
 import { EnvReader, SettingsError, type Env } from './env.js';
+import { DEFAULT_LOCAL_MAX_BYTES } from '../limiter/failure-mode.js';
 
 export type ConfigType = 'FILE' | 'GRPC_XDS_SOTW';
 export type BackendType = 'redis' | 'memcache' | 'memory';
@@ -128,7 +129,7 @@ export interface Settings {
   /** Ours: how long startup waits for Redis before opening the listeners without it. */
   redisStartupWaitMs: number;
   /** Ours: what a descriptor gets when its counter cannot be counted (CACHE_FAILURE_MODE*). */
-  failureMode: { mode: FailureMode; localPods: number };
+  failureMode: { mode: FailureMode; localPods: number; localMaxBytes: number };
   memcache: {
     hostPort: string[];
     srv: string;
@@ -300,6 +301,8 @@ export function loadSettings(env: Env = process.env): Settings {
     failureMode: {
       mode: r.oneOf('CACHE_FAILURE_MODE', 'error', FAILURE_MODES),
       localPods: r.int('CACHE_FAILURE_MODE_LOCAL_PODS', 1, { min: 1 }),
+      // Bytes of `local` mode's counters (keys come from requests): oldest windows evicted past it.
+      localMaxBytes: r.int('CACHE_FAILURE_MODE_LOCAL_MAX_BYTES', DEFAULT_LOCAL_MAX_BYTES, { min: 4096 }),
     },
     memcache: {
       hostPort: r.list('MEMCACHE_HOST_PORT'),
