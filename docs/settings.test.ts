@@ -19,7 +19,8 @@ function namesRead(base: Record<string, string>): Set<string> {
   const read = new Set<string>();
   const env = new Proxy(base, {
     get(target, name) {
-      if (typeof name === 'string') read.add(name);
+      if (typeof name !== 'string') return undefined;
+      read.add(name);
       return target[name];
     },
   }) as Env;

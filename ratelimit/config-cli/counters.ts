@@ -7,7 +7,14 @@
 // is the limiter's own computation (evaluateLimitCheck) over the values read, for zero hits, so
 // reading never counts; when the next hit is admitted is found with the same computation.
 import type { DescriptorEntry } from '../config/index.js';
-import { buildLimitCheck, evaluateLimitCheck, limitCapacity, type NumberSlots } from '../limiter/index.js';
+import {
+  buildLimitCheck,
+  evaluateLimitCheck,
+  limitCapacity,
+  parseStoredBucket,
+  type BucketState,
+  type NumberSlots,
+} from '../limiter/index.js';
 import { RedisCounterStore } from '../redis/index.js';
 import type { Settings } from '../settings/index.js';
 import { scriptedCounterOf, type DescriptorExplanation, type ScriptedCounter } from './explain.js';
@@ -24,7 +31,8 @@ export interface LimitReading {
   readonly replenishedInSeconds: number;
   readonly keys: readonly string[];
   /** The stored numbers (a count, or a token bucket's theoretical arrival time in µs); 0 when absent. */
-  readonly values: readonly number[];
+  /** Each key's stored value as Redis holds it ("0" when absent; a token bucket's is "ms:ticks:rate"). */
+  readonly values: readonly string[];
   /** Each key's TTL in ms (-2: no such key). */
   readonly ttlMs: readonly number[];
 }
@@ -59,14 +67,18 @@ export interface CounterReading {
   readonly deleted?: boolean;
 }
 
-/** The values read, for evaluateLimitCheck: absent keys read 0, writes go nowhere. */
+/** The values read, for evaluateLimitCheck: absent keys read 0 (an empty bucket), writes go nowhere. */
 class ReadSlots implements NumberSlots {
-  constructor(private readonly values: ReadonlyMap<string, number>) {}
+  constructor(private readonly values: ReadonlyMap<string, string>) {}
   read(key: string): number {
-    return this.values.get(key) ?? 0;
+    return Number(this.values.get(key) ?? 0);
+  }
+  readBucket(key: string): BucketState | undefined {
+    const v = this.values.get(key);
+    return v === undefined ? undefined : parseStoredBucket(v);
   }
   add(): void {}
-  write(): void {}
+  writeBucket(): void {}
 }
 
 /** Far enough for any stored state to have drained (the script caps times at 1e13 ms). */
@@ -79,7 +91,7 @@ const HORIZON_MS = 1e13;
  */
 export function nextAdmittedMs(
   sc: ScriptedCounter,
-  values: ReadonlyMap<string, number>,
+  values: ReadonlyMap<string, string>,
   nowMs: number,
 ): number | undefined {
   const slots = new ReadSlots(values);
@@ -178,10 +190,10 @@ export class CounterClient {
     // One MGET: the keys of a descriptor share a hash tag, so they live in one cluster slot.
     const raw = await d.client.mget(...check.keys);
     const ttls = await Promise.all(check.keys.map(async (k) => Number(await d.client.pttl(k))));
-    const values = new Map<string, number>();
+    const values = new Map<string, string>();
     check.keys.forEach((k, i) => {
       const v = raw[i];
-      if (v !== null && v !== undefined) values.set(k, Number(v));
+      if (v !== null && v !== undefined) values.set(k, v);
     });
     // Zero hits: the script's computation reports the state and writes nothing.
     const verdict = evaluateLimitCheck(check, new ReadSlots(values));
@@ -205,7 +217,7 @@ export class CounterClient {
         remaining: verdict[1 + 2 * i]!,
         replenishedInSeconds: Math.ceil(verdict[2 + 2 * i]! / 1000),
         keys,
-        values: keys.map((key) => values.get(key) ?? 0),
+        values: keys.map((key) => values.get(key) ?? '0'),
         ttlMs,
       };
     });

@@ -92,6 +92,18 @@ export interface BucketState {
   readonly den: number;
 }
 
+/**
+ * A token bucket's value as the script stores it in Redis ("W:R:den"), or a TAT in whole µs left by an
+ * earlier version, read rounded up to whole ms as the script reads it. For readers outside the script
+ * (the command line); undefined for an empty value.
+ */
+export function parseStoredBucket(stored: string): BucketState | undefined {
+  const m = /^(\d+):(\d+):(\d+)$/.exec(stored);
+  if (m) return { count: Number(m[1]), frac: Number(m[2]), den: Number(m[3]) };
+  const us = Number(stored);
+  return stored === '' || !Number.isFinite(us) ? undefined : { count: Math.ceil(us / 1000), frac: 0, den: 1 };
+}
+
 /** Where the memory backend keeps a number per key (the script uses GET/SET on the same keys). */
 export interface NumberSlots {
   read(key: string): number;
