@@ -124,7 +124,7 @@ t.test(
     let clockMs = 1_000_000;
     const wb = new WriteBehindCounterStore(
       new CoalescingCounterStore(base),
-      { intervalMs: 60_000, maxKeys: 100 },
+      { intervalMs: 60_000, maxKeys: 100, maxBytes: 1 << 24 },
       undefined,
       () => clockMs,
     );

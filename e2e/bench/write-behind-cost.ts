@@ -62,7 +62,7 @@ function chain(redis: RedisServer, intervalMs: number | undefined) {
   const wb =
     intervalMs === undefined
       ? undefined
-      : new WriteBehindCounterStore(coalescing, { intervalMs, maxKeys: 100_000 });
+      : new WriteBehindCounterStore(coalescing, { intervalMs, maxKeys: 100_000, maxBytes: 1 << 24 });
   const store: CounterStore = wb ?? coalescing;
   return { base, wb, store, limiter: new FixedWindowLimiter({ store, stats: new StatsStore() }) };
 }

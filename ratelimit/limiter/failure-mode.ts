@@ -7,6 +7,7 @@
 //   local  counted in this process, against the limit divided by the pods serving the domain
 import type { FailureMode } from '../config/index.js';
 import type { StatsStore, Counter } from '../stats/index.js';
+import { keyBytes } from './key-bytes.js';
 
 export interface FailureModeSettings {
   /** CACHE_FAILURE_MODE: for descriptors without their own `failure_mode`. */
@@ -125,12 +126,5 @@ export class LocalFallbackCounter {
 
 /** Accounted bytes of one entry: see LocalFallbackCounter. */
 function entryBytes(key: string): number {
-  let wide = false;
-  for (let i = 0; i < key.length; i++) {
-    if (key.charCodeAt(i) > 0xff) {
-      wide = true;
-      break;
-    }
-  }
-  return ENTRY_OVERHEAD_BYTES + (wide ? 2 * key.length : key.length);
+  return ENTRY_OVERHEAD_BYTES + keyBytes(key);
 }

@@ -2,9 +2,11 @@
 // write-behind-store.integration.test.ts): local decisions after a key's first synchronous count,
 // batched flushes with read-back, bypasses, fallback on failure, bounds, and close().
 import t from 'tap';
+import v8 from 'node:v8';
+import vm from 'node:vm';
 import { MemoryCounterStore } from '../memory/index.js';
 import { CacheError, type CounterOp, type CounterStore } from './store.js';
-import { idleMs, WriteBehindCounterStore } from './write-behind-store.js';
+import { idleMs, WriteBehindCounterStore, writeBehindEntryBytes } from './write-behind-store.js';
 
 const op = (key: string, hits = 1, perSecond = false): CounterOp => ({
   key,
@@ -39,7 +41,7 @@ function recording(inner: CounterStore) {
   };
 }
 
-const big = { intervalMs: 60_000, maxKeys: 1000 };
+const big = { intervalMs: 60_000, maxKeys: 1000, maxBytes: 1 << 24 };
 
 t.test('first hit counted in the store, later hits decided locally; one op per key per flush', async (t) => {
   const mem = new MemoryCounterStore();
@@ -86,7 +88,7 @@ t.test('the flush reply brings in the other pods’ hits', async (t) => {
 t.test('a key pending at the flush interval is sent by the timer', async (t) => {
   const mem = new MemoryCounterStore();
   const rec = recording(mem);
-  const wb = new WriteBehindCounterStore(rec.store, { intervalMs: 50, maxKeys: 10 });
+  const wb = new WriteBehindCounterStore(rec.store, { intervalMs: 50, maxKeys: 10, maxBytes: 1 << 24 });
   t.teardown(() => wb.close());
   await wb.increment([op('k')]);
   await wb.increment([op('k')]);
@@ -135,7 +137,7 @@ t.test('a failed flush drops its hits and falls back to synchronous counting', a
 t.test('a flush still unanswered at the next interval switches to synchronous counting', async (t) => {
   const mem = new MemoryCounterStore();
   const rec = recording(mem);
-  const wb = new WriteBehindCounterStore(rec.store, { intervalMs: 30, maxKeys: 10 });
+  const wb = new WriteBehindCounterStore(rec.store, { intervalMs: 30, maxKeys: 10, maxBytes: 1 << 24 });
   await wb.increment([op('k')]);
   rec.setMode('hang');
   await wb.increment([op('k')]); // pending: the timer sends it into the hang
@@ -156,7 +158,12 @@ t.test('entries are bounded by maxKeys and dropped when idle', async (t) => {
   const mem = new MemoryCounterStore();
   const rec = recording(mem);
   let now = 1_000_000;
-  const wb = new WriteBehindCounterStore(rec.store, { intervalMs: 1000, maxKeys: 2 }, undefined, () => now);
+  const wb = new WriteBehindCounterStore(
+    rec.store,
+    { intervalMs: 1000, maxKeys: 2, maxBytes: 1 << 24 },
+    undefined,
+    () => now,
+  );
   t.teardown(() => wb.close());
   t.equal(idleMs(1000), 10_000, 'idle for at least 10 s');
   t.equal(idleMs(30_000), 60_000, 'and at least two intervals');
@@ -177,11 +184,60 @@ t.test('entries are bounded by maxKeys and dropped when idle', async (t) => {
   t.equal(rec.ops(), before + 1);
 });
 
+t.test('entries are bounded in bytes: long keys beyond maxBytes are counted synchronously', async (t) => {
+  v8.setFlagsFromString('--expose-gc');
+  const gc = vm.runInNewContext('gc') as () => void;
+  // A store that keeps no key (every count is the op's hits), so the heap measured is the layer's own.
+  let storeCalls = 0;
+  const stateless: CounterStore = {
+    increment: async (ops) => {
+      storeCalls += ops.length;
+      return ops.map((o) => o.hits);
+    },
+    get: async (ops) => ops.map(() => 0),
+    isHealthy: () => true,
+    close: async () => undefined,
+  };
+  const maxBytes = 4 * 1024 * 1024;
+  const wb = new WriteBehindCounterStore(stateless, { intervalMs: 60_000, maxKeys: 1_000_000, maxBytes });
+  t.teardown(() => wb.close());
+  // Keys built from long request values, each a flat string as a decoded value is.
+  const flat = (k: string) => Buffer.from(k, 'latin1').toString('latin1');
+  const pad = 'v'.repeat(2000);
+  gc();
+  const before = process.memoryUsage().heapUsed;
+  let over = 0;
+  for (let i = 0; i < 20_000; i++) {
+    await wb.increment([op(flat(`d_header_${i}_${pad}`))]);
+    if (wb.accountedBytes > maxBytes) over++;
+  }
+  t.equal(over, 0, 'the accounted bytes never exceed CACHE_WRITE_BEHIND_MAX_BYTES');
+  const perEntry = writeBehindEntryBytes(`d_header_10000_${pad}`);
+  t.ok(wb.size <= maxBytes / (perEntry - 10), `${wb.size} keys kept (40 MB of keys offered)`);
+  t.ok(wb.size > 0.9 * (maxBytes / perEntry), 'the budget is used');
+  gc();
+  const grown = process.memoryUsage().heapUsed - before;
+  t.ok(
+    grown < wb.accountedBytes * 1.25 + 4 * 1024 * 1024,
+    `heap grown ${(grown / 1048576).toFixed(1)} MB for ${(wb.accountedBytes / 1048576).toFixed(1)} MB accounted`,
+  );
+  const calls = storeCalls;
+  await wb.increment([op(`d_header_19999_${pad}`)]);
+  t.equal(storeCalls, calls + 1, 'a key that did not fit is counted synchronously in the store');
+  await wb.increment([op(`d_header_0_${pad}`)]);
+  t.equal(storeCalls, calls + 1, 'a key that fit is decided locally');
+});
+
 t.test('a map full of ended windows makes room for new keys without a flush', async (t) => {
   const mem = new MemoryCounterStore();
   const rec = recording(mem);
   let now = 1_000_000;
-  const wb = new WriteBehindCounterStore(rec.store, { intervalMs: 1000, maxKeys: 2 }, undefined, () => now);
+  const wb = new WriteBehindCounterStore(
+    rec.store,
+    { intervalMs: 1000, maxKeys: 2, maxBytes: 1 << 24 },
+    undefined,
+    () => now,
+  );
   t.teardown(() => wb.close());
   await wb.increment([op('old1'), op('old2')]);
   t.equal(wb.size, 2);

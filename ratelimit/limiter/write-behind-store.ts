@@ -8,7 +8,8 @@
 // - A key's first hit in this pod (or after its entry was dropped) is counted synchronously in the
 //   inner store, exactly as without this mode: local decisions only ever start from a real count.
 // - Entries are dropped when idle (idleMs: so windows that ended disappear) and never exceed maxKeys
-//   (new keys beyond it are counted synchronously).
+//   nor maxBytes (keys are built from request values; new keys beyond either bound are counted
+//   synchronously, exactly as without this mode).
 // - SECOND-unit keys and scripted algorithms (evaluate) always go to the inner store: a one-second window
 //   is no longer than the interval, and sliding windows / token buckets admit per hit atomically.
 // - A flush that fails, or that is still unanswered when the next one is due, switches the whole store to
@@ -18,6 +19,7 @@
 // Hand-written: no library batches counters with per-key read-back; the logic is this file.
 import type { Counter, StatsStore } from '../stats/index.js';
 import type { LimitCheck, LimitVerdict } from './algorithms.js';
+import { keyBytes } from './key-bytes.js';
 import type { CounterOp, CounterStore } from './store.js';
 
 export interface WriteBehindSettings {
@@ -25,6 +27,19 @@ export interface WriteBehindSettings {
   intervalMs: number;
   /** CACHE_WRITE_BEHIND_MAX_KEYS: keys decided locally at once; more are counted synchronously. */
   maxKeys: number;
+  /** CACHE_WRITE_BEHIND_MAX_BYTES: accounted memory of those keys (entryBytes); beyond it, likewise. */
+  maxBytes: number;
+}
+
+/**
+ * Heap bytes of one entry besides its key's characters: the Map's entry and hash table share, the Entry
+ * object, the key string's header, a slot in the flush list. Checked in write-behind-store.test.ts.
+ */
+const ENTRY_OVERHEAD_BYTES = 400;
+
+/** Accounted bytes of one entry: its key's characters (keyBytes) plus ENTRY_OVERHEAD_BYTES. */
+export function writeBehindEntryBytes(key: string): number {
+  return ENTRY_OVERHEAD_BYTES + keyBytes(key);
 }
 
 /**
@@ -39,6 +54,7 @@ export function idleMs(intervalMs: number): number {
 export const DEFAULT_WRITE_BEHIND: WriteBehindSettings = Object.freeze({
   intervalMs: 1000,
   maxKeys: 100_000,
+  maxBytes: 64 * 1024 * 1024,
 });
 
 class Entry {
@@ -52,6 +68,8 @@ class Entry {
   lastHitMs: number;
   /** In the list of keys to send at the next flush. */
   queued = false;
+  /** Accounted bytes (writeBehindEntryBytes). */
+  readonly bytes: number;
   constructor(
     readonly key: string,
     public expireSeconds: number,
@@ -60,6 +78,7 @@ class Entry {
   ) {
     this.known = known;
     this.lastHitMs = nowMs;
+    this.bytes = writeBehindEntryBytes(key);
   }
 }
 
@@ -88,6 +107,8 @@ export class WriteBehindCounterStore implements CounterStore {
   private readonly flushTick = (): void => this.tick();
   private readonly idleMs: number;
   private lastSweepMs = 0;
+  /** Accounted bytes of the entries (writeBehindEntryBytes), at most settings.maxBytes. */
+  private bytes = 0;
   readonly counters: WriteBehindCounters = {
     local: 0,
     synchronous: 0,
@@ -123,6 +144,11 @@ export class WriteBehindCounterStore implements CounterStore {
   /** Keys currently decided locally. */
   get size(): number {
     return this.entries.size;
+  }
+
+  /** Accounted bytes of the keys decided locally (bounded by CACHE_WRITE_BEHIND_MAX_BYTES). */
+  get accountedBytes(): number {
+    return this.bytes;
   }
 
   /** True while every op is counted synchronously (after a failed or slow flush). */
@@ -203,11 +229,11 @@ export class WriteBehindCounterStore implements CounterStore {
     const now = this.nowMs();
     // Full: sweep here too (at most once per interval), or a map full of ended windows would keep every
     // new key synchronous when no key is waiting to be flushed (the flush is the other place that sweeps).
-    if (this.entries.size >= this.settings.maxKeys && now - this.lastSweepMs >= this.settings.intervalMs) {
-      this.sweep();
-    }
-    if (this.entries.size < this.settings.maxKeys) {
+    const size = writeBehindEntryBytes(op.key);
+    if (!this.fits(size) && now - this.lastSweepMs >= this.settings.intervalMs) this.sweep();
+    if (this.fits(size)) {
       this.entries.set(op.key, new Entry(op.key, op.expireSeconds, count, now));
+      this.bytes += size;
     }
     return count;
   }
@@ -289,7 +315,7 @@ export class WriteBehindCounterStore implements CounterStore {
       this.stats?.droppedHits.inc(lost);
       e.inflight = 0;
       e.pending = 0;
-      if (this.entries.get(e.key) === e) this.entries.delete(e.key);
+      if (this.entries.get(e.key) === e) this.drop(e);
     }
     if (failed) this.fallBack();
     else if (this.synchronous) this.synchronous = false;
@@ -308,8 +334,17 @@ export class WriteBehindCounterStore implements CounterStore {
     this.lastSweepMs = this.nowMs();
     const before = this.lastSweepMs - this.idleMs;
     for (const e of this.entries.values()) {
-      if (e.lastHitMs < before && e.pending === 0 && e.inflight === 0) this.entries.delete(e.key);
+      if (e.lastHitMs < before && e.pending === 0 && e.inflight === 0) this.drop(e);
     }
+  }
+
+  private fits(bytes: number): boolean {
+    return this.entries.size < this.settings.maxKeys && this.bytes + bytes <= this.settings.maxBytes;
+  }
+
+  private drop(e: Entry): void {
+    this.entries.delete(e.key);
+    this.bytes -= e.bytes;
   }
 
   /** Never rejects: a call that fails as a whole fails each of its ops. */

@@ -112,7 +112,7 @@ export interface Settings {
   /** Ours: merge concurrent increments of one key into one store command (default true). */
   coalesceIncrements: boolean;
   /** Ours (CACHE_WRITE_BEHIND_*): decide known fixed-window keys locally, send their hits in batches. */
-  writeBehind: { enabled: boolean; intervalMs: number; maxKeys: number };
+  writeBehind: { enabled: boolean; intervalMs: number; maxKeys: number; maxBytes: number };
   responseHeadersEnabled: boolean;
   headerLimit: string;
   headerRemaining: string;
@@ -272,6 +272,7 @@ export function loadSettings(env: Env = process.env): Settings {
       enabled: r.bool('CACHE_WRITE_BEHIND_ENABLED', false),
       intervalMs: r.durationMs('CACHE_WRITE_BEHIND_INTERVAL', 1000),
       maxKeys: r.int('CACHE_WRITE_BEHIND_MAX_KEYS', 100_000, { min: 1, max: 10_000_000 }),
+      maxBytes: r.int('CACHE_WRITE_BEHIND_MAX_BYTES', 64 * 1024 * 1024, { min: 4096 }),
     },
     responseHeadersEnabled: r.bool('LIMIT_RESPONSE_HEADERS_ENABLED', false),
     headerLimit: r.string('LIMIT_LIMIT_HEADER', 'RateLimit-Limit'),
