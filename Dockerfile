@@ -1,4 +1,6 @@
 # The image the Helm chart runs: the ratelimit service, the operator and the control plane in one.
+# `npm run image` builds it as envoy-ratelimit-ts:<chart appVersion>, the chart's default image
+# (docs/helm.md: how to push it to a registry and set image.repository).
 # Production code only: dist/ holds what tsconfig.build.json compiles (no tests, test helpers,
 # benchmarks, e2e harness or the papers workspace), node_modules only production dependencies.
 # (Not built in this repository's CI: the CI machine has no Docker engine.)
