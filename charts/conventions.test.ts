@@ -390,3 +390,25 @@ t.test('the failure mode / readiness rule fails with its own sentence', async (t
   );
   t.notMatch(r.stderr, /allOf|'not' failed/, 'not a JSON-schema riddle');
 });
+
+t.test(
+  'the bounds of a pod: drain time, local-mode and write-behind memory become its settings',
+  async (t) => {
+    const objs = await rendered({
+      redis: { url: 'redis:6379', failureModeLocalMaxBytes: 8388608, writeBehind: { maxBytes: 4194304 } },
+      ratelimit: { shutdownDrainSeconds: 20, terminationGracePeriodSeconds: 40 },
+    });
+    const d = find(objs, 'Deployment', 'rl-ratelimit');
+    const env = envOf(d);
+    t.equal(env.SHUTDOWN_DRAIN_TIMEOUT, '20s');
+    t.equal(env.CACHE_FAILURE_MODE_LOCAL_MAX_BYTES, '8388608');
+    t.equal(env.CACHE_WRITE_BEHIND_MAX_BYTES, '4194304');
+    t.equal(d.spec.template.spec.terminationGracePeriodSeconds, 40);
+    const r = await render({ redis: { url: 'redis:6379' }, ratelimit: { shutdownDrainSeconds: 29 } });
+    t.not(r.code, 0, 'a drain the grace period cannot hold is refused');
+    t.match(
+      r.stderr,
+      'ratelimit.shutdownDrainSeconds=29 needs ratelimit.terminationGracePeriodSeconds above 31',
+    );
+  },
+);
