@@ -5,6 +5,10 @@
 // once with CircuitOpenError, without waiting on the store, and the limiter answers them from the
 // failure mode. While open, one probe at a time (the store's PING for that shard, every
 // `probeIntervalMs`) tests recovery; the first answer closes the circuit.
+// Only the shard's own failures count: a timeout, a lost connection, or an error reply about the server's
+// state (READONLY, LOADING, MASTERDOWN...). An error reply caused by one op's key or data
+// (CounterRefusedError, reply-errors.ts) fails that op only: the server answered, so the call counts as
+// a success, and one caller's data can never open the circuit for everyone else's keys.
 //
 // Hand-written: the npm breakers (opossum, cockatiel) wrap one function with per-call closures and
 // timers and count failures as rates over time windows; here a shard is chosen per key, the probe is
@@ -17,6 +21,7 @@ import {
   type LimitCheck,
   type LimitVerdict,
 } from '../limiter/index.js';
+import { isShardFailure } from './reply-errors.js';
 
 export type CircuitState = 'closed' | 'open' | 'half_open';
 /** Gauge values of the circuit state statistic. */
@@ -182,13 +187,14 @@ export class CircuitBreakerStore implements CounterStore {
     for (let j = 0; j < sendIdx.length; j++) {
       out[sendIdx[j]] = results[j];
       const c = this.circuit(this.inner.shardOf(sent[j]));
-      byShard.set(c, (byShard.get(c) ?? true) && !(results[j] instanceof Error));
+      const r = results[j];
+      byShard.set(c, (byShard.get(c) ?? true) && !(r instanceof Error && isShardFailure(r)));
     }
     for (const [c, ok] of byShard)
       this.recordOne(
         c,
         ok,
-        results.find((r) => r instanceof Error),
+        results.find((r) => r instanceof Error && isShardFailure(r)),
       );
     return out;
   }
@@ -207,7 +213,7 @@ export class CircuitBreakerStore implements CounterStore {
     let failed: Error | undefined;
     for (let i = 0; i < results.length; i++) {
       const r = results[i];
-      if (r instanceof Error) {
+      if (r instanceof Error && isShardFailure(r)) {
         failed = r;
         break;
       }
@@ -308,8 +314,10 @@ export class CircuitBreakerStore implements CounterStore {
         return verdicts;
       },
       (err: unknown) => {
-        if (more) for (const c of more) this.recordOne(c, false, err);
-        else if (first) this.recordOne(first, false, err);
+        // A refusal of the checks' own data: the server answered.
+        const ok = !isShardFailure(err);
+        if (more) for (const c of more) this.recordOne(c, ok, err);
+        else if (first) this.recordOne(first, ok, err);
         throw err;
       },
     );
