@@ -58,6 +58,8 @@ t.test(
         REDIS_CIRCUIT_BREAKER_FAILURES: '5',
         REDIS_CIRCUIT_BREAKER_PROBE_INTERVAL: '200ms',
         COALESCE_INCREMENTS: 'true',
+        USE_PROMETHEUS: 'true',
+        PROMETHEUS_ADDR: '127.0.0.1:0',
       },
       files: {
         'rc.yaml':
@@ -88,6 +90,13 @@ t.test(
     t.equal(breaker.states()['REDIS'], 'open', 'READONLY counted against the shard: circuit open');
     t.equal(gauge(), 1, 'ratelimit.redis.REDIS.all.replica = 1');
     t.equal(await health(), 500, '/healthcheck not OK while a replica');
+    const scrape = async () =>
+      (await fetch(`http://127.0.0.1:${svc.app.statsPipeline.prometheus!.port}/metrics`)).text();
+    await eventually(
+      async () => /ratelimit_redis_replica\{deployment="REDIS",shard="all"\} 1/.test(await scrape()),
+      15_000,
+      'ratelimit_redis_replica 1 on /metrics',
+    );
     t.equal(
       lines.filter((l) => l.includes('answers READONLY')).length,
       1,
