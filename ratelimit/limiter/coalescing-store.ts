@@ -53,6 +53,7 @@ export class CoalescingCounterStore implements CounterStore {
       const batcher = new CheckBatcher(inner);
       this.evaluate = (checks) => batcher.evaluate(checks);
     }
+    // Per-check settlement is used inside (the batcher); callers above get one answer per request.
   }
 
   increment(ops: readonly CounterOp[]): Promise<number[]> {

@@ -29,6 +29,12 @@ export interface CounterStore {
    */
   evaluate?(checks: readonly LimitCheck[]): Promise<LimitVerdict[]>;
   /**
+   * Optional: like evaluate, but settles each check on its own (its verdict, or the error of that check
+   * alone), so the checks of several requests sent together (check-batch.ts) fail only their own request
+   * when Redis refuses one of them. Present only where evaluate is.
+   */
+  evaluateEach?(checks: readonly LimitCheck[]): Promise<(LimitVerdict | Error)[]>;
+  /**
    * Optional: names the shard (deployment, cluster master) holding an op's key. The coalescing layer
    * sends each shard its own call, so a slow or dead shard never delays another shard's decisions.
    */

@@ -95,7 +95,13 @@ export class CircuitBreakerStore implements CounterStore {
   ) {
     // Only when the inner store has it: a store without evaluate makes the service refuse such configs.
     if (inner.evaluate) this.evaluate = (checks) => this.evaluateChecks(inner, checks);
+    if (inner.evaluate && inner.evaluateEach) {
+      this.evaluateEach = (checks) => this.evaluateChecksEach(inner, checks);
+    }
   }
+
+  /** evaluate with each check settled on its own; absent when the inner store has no evaluateEach. */
+  readonly evaluateEach?: (checks: readonly LimitCheck[]) => Promise<(LimitVerdict | Error)[]>;
 
   /** The other algorithms' atomic call (see evaluateChecks); absent when the inner store has none. */
   readonly evaluate?: (checks: readonly LimitCheck[]) => Promise<LimitVerdict[]>;
@@ -321,6 +327,54 @@ export class CircuitBreakerStore implements CounterStore {
         throw err;
       },
     );
+  }
+
+  /**
+   * evaluateEach behind the circuits: a check whose shard is open gets the refusal, the others are sent;
+   * each reached shard records one outcome, a failure only when one of its checks failed for the
+   * shard's own reasons (never for a refusal of a check's data).
+   */
+  private async evaluateChecksEach(
+    inner: ShardedStore,
+    checks: readonly LimitCheck[],
+  ): Promise<(LimitVerdict | Error)[]> {
+    if (!this.settings.enabled) return inner.evaluateEach!(checks);
+    const n = checks.length;
+    const circuits = new Array<Circuit>(n);
+    const probe = this.shardProbe;
+    let open = 0;
+    for (let i = 0; i < n; i++) {
+      const c = checks[i]!;
+      probe.key = c.keys[0]!;
+      probe.perSecond = c.perSecond;
+      const circuit = (circuits[i] = this.circuit(this.inner.shardOf(probe)));
+      if (circuit.state !== 'closed') open++;
+    }
+    if (open > 0) this.refused++;
+    const out = new Array<LimitVerdict | Error>(n);
+    const sendIdx: number[] = [];
+    for (let i = 0; i < n; i++) {
+      if (circuits[i]!.state !== 'closed') out[i] = circuits[i]!.refusal;
+      else sendIdx.push(i);
+    }
+    if (sendIdx.length === 0) return out;
+    let results: (LimitVerdict | Error)[];
+    try {
+      results = await inner.evaluateEach!(open > 0 ? sendIdx.map((i) => checks[i]!) : checks);
+    } catch (err) {
+      results = sendIdx.map(() => err as Error);
+    }
+    const outcome = new Map<Circuit, Error | undefined>();
+    for (let j = 0; j < sendIdx.length; j++) {
+      const i = sendIdx[j]!;
+      const r = results[j]!;
+      out[i] = r;
+      const c = circuits[i]!;
+      const failed = r instanceof Error && isShardFailure(r) ? r : undefined;
+      if (!outcome.has(c) || (failed && !outcome.get(c))) outcome.set(c, failed);
+    }
+    for (const [c, failed] of outcome) this.recordOne(c, failed === undefined, failed);
+    return out;
   }
 
   /** The op shardOf is asked about for a check (its first key and routing); reused, never stored. */

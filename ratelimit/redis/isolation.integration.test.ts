@@ -7,7 +7,13 @@
 import t from 'tap';
 import fc from 'fast-check';
 import { startRedis } from '../../e2e/harness/redis.js';
-import { CoalescingCounterStore, MAX_OP_HITS, type CounterOp } from '../limiter/index.js';
+import {
+  CoalescingCounterStore,
+  CounterRefusedError,
+  MAX_OP_HITS,
+  type CounterOp,
+  type LimitCheck,
+} from '../limiter/index.js';
 import { loadSettings } from '../settings/index.js';
 import { CircuitBreakerStore } from './circuit-breaker.js';
 import { RedisCounterStore } from './redis-store.js';
@@ -104,6 +110,63 @@ for (const direct of [true, false]) {
         }),
         { numRuns: 40 },
       );
+    },
+  );
+}
+
+for (const direct of [true, false]) {
+  t.test(
+    `a limit-script check Redis refuses fails only its own request, never the breaker (direct counting ${direct})`,
+    async (t) => {
+      const redis = await startRedis();
+      t.teardown(() => redis.stop());
+      const admin = redis.client();
+      t.teardown(() => admin.disconnect());
+      const settings = loadSettings({
+        REDIS_SOCKET_TYPE: 'tcp',
+        REDIS_URL: redis.url,
+        REDIS_DIRECT_COUNTING: String(direct),
+      });
+      const redisStore = new RedisCounterStore({ settings: settings.redis, tlsFiles: noTls });
+      const breaker = new CircuitBreakerStore(redisStore, {
+        enabled: true,
+        failureThreshold: 1,
+        probeIntervalMs: 60_000,
+      });
+      const store = new CoalescingCounterStore(breaker);
+      t.teardown(() => store.close());
+      await store.start();
+      // A key of the wrong type: the script's GET on it is refused (WRONGTYPE) inside Redis.
+      await admin.hset('{bad}fw', 'f', '1');
+      const now = Date.now();
+      const fixed = (key: string, hits: number): LimitCheck => ({
+        keys: [key],
+        args: [now, hits, 0, 10, 60_000, 0],
+        perSecond: false,
+      });
+      for (let round = 1; round <= 3; round++) {
+        // One turn: the victim's checks before and after the refused one, and a huge-hits one.
+        const [before, bad, huge, after] = await Promise.allSettled([
+          store.evaluate!([fixed('{v1}fw', 1)]),
+          store.evaluate!([fixed('{v2}fw', 1), fixed('{bad}fw', 1)]),
+          store.evaluate!([fixed('{h}fw', 2 ** 63)]),
+          store.evaluate!([fixed('{v3}fw', 2)]),
+        ]);
+        const verdict = (r: PromiseSettledResult<number[][]>) =>
+          r.status === 'fulfilled' ? r.value[0]![0] : `rejected: ${(r.reason as Error).message}`;
+        t.equal(verdict(before), 0, `round ${round}: a victim's check before it admitted`);
+        t.equal(verdict(after), 0, `round ${round}: a victim's check after it admitted`);
+        t.equal(verdict(huge), 1, 'huge hits: over the limit, for that check only');
+        t.equal(bad.status, 'rejected', 'the request with the refused check fails');
+        t.ok(
+          (bad as PromiseRejectedResult).reason instanceof CounterRefusedError,
+          'as its own refusal, not a shard failure',
+        );
+      }
+      t.equal(await admin.get('{v1}fw'), '3', 'the victim counted once per round');
+      t.equal(await admin.get('{v3}fw'), '6');
+      t.ok(breaker.allClosed(), 'the circuit stays closed');
+      t.equal(breaker.refused, 0);
     },
   );
 }

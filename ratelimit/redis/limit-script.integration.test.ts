@@ -331,6 +331,11 @@ t.test('script calls of one event-loop turn reach Redis in one write, each decid
     storeCalls.push(checks.length);
     return evaluate(checks);
   };
+  const evaluateEach = store.evaluateEach.bind(store);
+  store.evaluateEach = (checks) => {
+    storeCalls.push(checks.length);
+    return evaluateEach(checks);
+  };
   let now = START_MS;
   const limiter = new FixedWindowLimiter({
     store: new CoalescingCounterStore(store),

@@ -432,15 +432,72 @@ export class RedisDeployment {
     return results as LimitVerdict[];
   }
 
+  /**
+   * evaluate, each check settled on its own: an error reply to one check (or its refusal) is that
+   * check's result, and the others keep their verdicts; a timeout or a lost connection fails them all.
+   * The checks still leave in one write per turn (the direct connection's tick, ioredis' turn batch).
+   */
+  async evaluateEach(checks: readonly LimitCheck[]): Promise<(LimitVerdict | Error)[]> {
+    try {
+      return await this.deadlines.bound(
+        this.direct?.usable() ? this.evaluateDirectEach(checks) : this.evaluateViaIoredisEach(checks),
+      );
+    } catch (err) {
+      const e = scriptFailure(err);
+      return new Array<Error>(checks.length).fill(e);
+    }
+  }
+
+  private async evaluateDirectEach(checks: readonly LimitCheck[]): Promise<(LimitVerdict | Error)[]> {
+    let results: (LimitVerdict | Error)[];
+    try {
+      results = await this.direct!.evaluate(checks);
+    } catch (err) {
+      if (err instanceof ResendThroughIoredis) return this.evaluateViaIoredisEach(checks);
+      throw err;
+    }
+    let idx: number[] | undefined;
+    for (let i = 0; i < results.length; i++) {
+      if (results[i] instanceof ResendThroughIoredis) (idx ??= []).push(i);
+    }
+    if (idx) {
+      // As EVAL (see evaluateDirect), each settled on its own.
+      const c = this.client as Redis;
+      const again = await Promise.allSettled(
+        idx.map((i) => {
+          const check = checks[i]!;
+          return c.call('EVAL', LIMIT_SCRIPT, check.keys.length, ...check.keys, ...check.args);
+        }),
+      );
+      for (let j = 0; j < idx.length; j++) {
+        const s = again[j]!;
+        results[idx[j]!] = s.status === 'fulfilled' ? (s.value as LimitVerdict) : scriptFailure(s.reason);
+      }
+    }
+    return results;
+  }
+
+  /** One script call per check, queued in ioredis' turn batch (one write per turn), each settled alone. */
+  private async evaluateViaIoredisEach(checks: readonly LimitCheck[]): Promise<(LimitVerdict | Error)[]> {
+    if (!this.isCluster) this.corkForThisTick(this.client as Redis);
+    const pending = new Array<Promise<LimitVerdict[]>>(checks.length);
+    for (let i = 0; i < checks.length; i++) pending[i] = runLimitScripts(this.client, [checks[i]!]);
+    const settled = await Promise.allSettled(pending);
+    const out = new Array<LimitVerdict | Error>(checks.length);
+    for (let i = 0; i < checks.length; i++) {
+      const s = settled[i]!;
+      out[i] = s.status === 'fulfilled' ? s.value[0]! : scriptFailure(s.reason);
+    }
+    return out;
+  }
+
   private evaluateViaIoredis(checks: readonly LimitCheck[]): Promise<LimitVerdict[]> {
     if (!this.isCluster) this.corkForThisTick(this.client as Redis);
     return runLimitScripts(this.client, checks);
   }
 
   private readonly scriptFailed = (err: unknown): never => {
-    // An error reply to a script call is that call's (reply-errors.ts), unless it is the server's state.
-    if (isReplyError(err)) throw replyError(`redis limit script failed: ${err.message}`, err.message, err);
-    throw cacheError('redis limit script failed', err);
+    throw scriptFailure(err);
   };
 
   /** Current counts (0 when absent), without counting. */
@@ -534,6 +591,12 @@ export class RedisDeployment {
     // Also after QUIT: it closes the sentinel connections the failover detector subscribes on.
     c.disconnect();
   }
+}
+
+/** A failed script call as a CacheError: an error reply is that call's own (reply-errors.ts) unless it is the server's state. */
+function scriptFailure(err: unknown): CacheError {
+  if (isReplyError(err)) return replyError(`redis limit script failed: ${err.message}`, err.message, err);
+  return cacheError('redis limit script failed', err);
 }
 
 /** Per op its INCRBY's count or error, once every command of the call has settled. */

@@ -140,6 +140,23 @@ export class RedisCounterStore implements ShardedStore {
     return out;
   }
 
+  /** evaluate, each check settled on its own (its verdict or its own error). */
+  async evaluateEach(checks: readonly LimitCheck[]): Promise<(LimitVerdict | Error)[]> {
+    const ps = this.perSecond;
+    if (!ps) return this.main.evaluateEach(checks);
+    const mainIdx: number[] = [];
+    const secIdx: number[] = [];
+    for (let i = 0; i < checks.length; i++) (checks[i]!.perSecond ? secIdx : mainIdx).push(i);
+    const [a, b] = await Promise.all([
+      mainIdx.length ? this.main.evaluateEach(mainIdx.map((i) => checks[i]!)) : [],
+      secIdx.length ? ps.evaluateEach(secIdx.map((i) => checks[i]!)) : [],
+    ]);
+    const out = new Array<LimitVerdict | Error>(checks.length);
+    mainIdx.forEach((i, j) => (out[i] = a[j]!));
+    secIdx.forEach((i, j) => (out[i] = b[j]!));
+    return out;
+  }
+
   get(ops: readonly CounterOp[]): Promise<number[]> {
     if (!this.perSecond) return this.main.get(ops);
     return this.split(ops, (d, part) => d.get(part));
