@@ -127,7 +127,13 @@ export class RateLimitApp {
             ? { settings: s.redisPerSecondSettings, tlsFiles: s.redisTlsFiles }
             : undefined,
           logger: this.logger,
+          // ratelimit.redis.<deployment>.all.replica: 1 while a single Redis answers READONLY.
+          onRole: (deployment, replica) =>
+            this.stats.gauge(circuitStatName(deployment, 'replica')).set(replica ? 1 : 0),
         });
+        if (s.redis.type === 'single') this.stats.gauge(circuitStatName('REDIS', 'replica')).set(0);
+        if (s.redisPerSecond && s.redisPerSecondSettings.type === 'single')
+          this.stats.gauge(circuitStatName('REDIS_PERSECOND', 'replica')).set(0);
         // ratelimit.redis.<shard>.circuit_state: 0 closed, 1 half open, 2 open.
         const gauges = this.stats;
         return new CircuitBreakerStore(

@@ -1,8 +1,9 @@
 // The scripted checks (other algorithms, several limits) of one event-loop turn, sent to the store
 // together: one store call per shard per turn instead of one per request, as the coalescing store does for
 // fixed-window increments, so the layers under it (circuit breaker, deadline, connection) cost once per
-// turn. Checks are never merged: admission is all or nothing per check, and each keeps its own verdict. A
-// failed store call fails every request with a check in it, whole, as one call per request did.
+// turn. Checks are never merged: admission is all or nothing per check, and each keeps its own verdict.
+// When the store settles each check on its own (evaluateEach), a check Redis refuses fails only the request
+// it belongs to; otherwise a failed store call fails every request with a check in it, whole.
 import type { LimitCheck, LimitVerdict } from './algorithms.js';
 import type { CounterStore } from './store.js';
 
@@ -73,6 +74,10 @@ export class CheckBatcher {
       }
     }
     for (const g of groups.values()) {
+      if (inner.evaluateEach && g.owners.length > 1) {
+        this.sendEach(inner, g);
+        continue;
+      }
       this.send(g.checks).then(
         (verdicts) => {
           for (let k = 0; k < g.checks.length; k++) {
@@ -95,6 +100,42 @@ export class CheckBatcher {
       );
     }
   };
+
+  /** One store call for the group; each check's own error fails only its request. */
+  private sendEach(inner: CounterStore, g: Group): void {
+    let sent: Promise<(LimitVerdict | Error)[]>;
+    try {
+      sent = inner.evaluateEach!(g.checks);
+    } catch (err) {
+      sent = Promise.reject(err);
+    }
+    sent.then(
+      (results) => {
+        for (let k = 0; k < g.checks.length; k++) {
+          const r = g.owners[k]!;
+          if (r.settled) continue;
+          const v = results[k]!;
+          if (v instanceof Error) {
+            r.settled = true;
+            r.reject(v);
+            continue;
+          }
+          r.verdicts[g.indices[k]!] = v;
+          if (--r.remaining === 0) {
+            r.settled = true;
+            r.resolve(r.verdicts);
+          }
+        }
+      },
+      (err: unknown) => {
+        for (const r of g.owners) {
+          if (r.settled) continue;
+          r.settled = true;
+          r.reject(err);
+        }
+      },
+    );
+  }
 
   private send(checks: readonly LimitCheck[]): Promise<LimitVerdict[]> {
     try {

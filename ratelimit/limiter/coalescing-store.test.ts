@@ -1,7 +1,7 @@
 import t from 'tap';
 import { MemoryCounterStore } from '../memory/index.js';
 import { CoalescingCounterStore } from './coalescing-store.js';
-import { CacheError, type CounterOp, type CounterStore } from './store.js';
+import { CacheError, MAX_OP_HITS, type CounterOp, type CounterStore } from './store.js';
 
 const op = (key: string, hits = 1): CounterOp => ({ key, hits, expireSeconds: 60, perSecond: false });
 
@@ -107,3 +107,31 @@ t.test('with per-op settlement, a failed key fails only the requests that touch 
     "counts include the failed request's applied op",
   );
 });
+
+t.test(
+  'merged hits saturate at MAX_OP_HITS: no store call carries more, callers past it are over any limit',
+  async (t) => {
+    const mem = new MemoryCounterStore();
+    t.teardown(() => mem.close());
+    const { store, calls } = recording(mem);
+    const c = new CoalescingCounterStore(store);
+    const huge = 2 ** 53 - 1;
+    // 1,025 identical descriptors at 2^53 - 1 in one request, plus a caller after them on the same key.
+    const [flood, next] = await Promise.all([
+      c.increment(new Array<CounterOp>(1025).fill(op('k', huge))),
+      c.increment([op('k', 1)]),
+    ]);
+    t.equal(calls.length, 1);
+    t.same(calls[0], [op('k', MAX_OP_HITS)], 'one op, saturated');
+    t.equal(flood[0], MAX_OP_HITS, 'the first caller is over any limit');
+    t.ok(
+      flood.every((n) => n === MAX_OP_HITS),
+      'so is every caller past the saturation',
+    );
+    t.equal(next[0], MAX_OP_HITS);
+    t.ok(
+      flood.every((n) => Number.isSafeInteger(n)),
+      'counts stay exact JS integers',
+    );
+  },
+);

@@ -3,9 +3,12 @@
 // Each caller still gets its own exact count: n hits on a key that reaches total T are handed
 // T-n+1 ... T in arrival order, so decisions are identical to counting one request at a time.
 // A hot key then costs one INCRBY + EXPIRE per turn instead of per request.
+// The merged hits saturate at MAX_OP_HITS (store.ts): more than any limit, so every caller past it is over
+// limit as it would be unmerged, and no sum of callers' hits reaches Redis's integer range or loses
+// precision as a JS number. One caller's huge hits thus cannot make the turn's INCRBY fail for the others.
 import type { LimitCheck, LimitVerdict } from './algorithms.js';
 import { CheckBatcher } from './check-batch.js';
-import type { CounterOp, CounterStore } from './store.js';
+import { MAX_OP_HITS, type CounterOp, type CounterStore } from './store.js';
 
 interface Waiter {
   readonly results: (number | Error)[];
@@ -50,6 +53,7 @@ export class CoalescingCounterStore implements CounterStore {
       const batcher = new CheckBatcher(inner);
       this.evaluate = (checks) => batcher.evaluate(checks);
     }
+    // Per-check settlement is used inside (the batcher); callers above get one answer per request.
   }
 
   increment(ops: readonly CounterOp[]): Promise<number[]> {
@@ -81,7 +85,8 @@ export class CoalescingCounterStore implements CounterStore {
         } else if (op.expireSeconds > b.expireSeconds) {
           b.expireSeconds = op.expireSeconds;
         }
-        b.hits += op.hits;
+        const sum = b.hits + op.hits;
+        b.hits = sum < MAX_OP_HITS ? sum : MAX_OP_HITS;
         b.waiters.push({ results: request.results, index: i, upto: b.hits, request });
       }
       this.counters.opsIn += ops.length;

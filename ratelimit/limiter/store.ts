@@ -29,6 +29,12 @@ export interface CounterStore {
    */
   evaluate?(checks: readonly LimitCheck[]): Promise<LimitVerdict[]>;
   /**
+   * Optional: like evaluate, but settles each check on its own (its verdict, or the error of that check
+   * alone), so the checks of several requests sent together (check-batch.ts) fail only their own request
+   * when Redis refuses one of them. Present only where evaluate is.
+   */
+  evaluateEach?(checks: readonly LimitCheck[]): Promise<(LimitVerdict | Error)[]>;
+  /**
    * Optional: names the shard (deployment, cluster master) holding an op's key. The coalescing layer
    * sends each shard its own call, so a slow or dead shard never delays another shard's decisions.
    */
@@ -53,5 +59,32 @@ export class CacheError extends Error {
   ) {
     super(message);
     this.name = 'CacheError';
+  }
+}
+
+/**
+ * The most hits one counter op adds: an op's hits (and the hits the coalescing layer merges into one op)
+ * saturate here. It is above the largest requests_per_unit (2^32 - 1), so a saturated op decides exactly
+ * as the unsaturated one would (over limit), and a counter grows by at most this much per increment: a
+ * key would need 2^31 saturated increments in one window to reach Redis's 64-bit integer range, and
+ * counts stay exact as JS numbers (below 2^53) for 2^21 of them.
+ */
+export const MAX_OP_HITS = 2 ** 32;
+
+/**
+ * The count handed back for a counter the store refused to increment any further (Redis's "increment or
+ * decrement would overflow"): that key is far past any limit, so it is over limit, for that key only.
+ */
+export const SATURATED_COUNT = Number.MAX_SAFE_INTEGER;
+
+/**
+ * The store refused one op because of its own key or data (a Redis error reply such as WRONGTYPE or
+ * `ERR ...`), not because the store is unreachable: it fails that op only, and never counts against its
+ * shard's circuit breaker. Still a CacheError, so the op's failure mode answers it.
+ */
+export class CounterRefusedError extends CacheError {
+  constructor(message: string, cause?: unknown) {
+    super(message, cause);
+    this.name = 'CounterRefusedError';
   }
 }

@@ -5,6 +5,10 @@
 // once with CircuitOpenError, without waiting on the store, and the limiter answers them from the
 // failure mode. While open, one probe at a time (the store's PING for that shard, every
 // `probeIntervalMs`) tests recovery; the first answer closes the circuit.
+// Only the shard's own failures count: a timeout, a lost connection, or an error reply about the server's
+// state (READONLY, LOADING, MASTERDOWN...). An error reply caused by one op's key or data
+// (CounterRefusedError, reply-errors.ts) fails that op only: the server answered, so the call counts as
+// a success, and one caller's data can never open the circuit for everyone else's keys.
 //
 // Hand-written: the npm breakers (opossum, cockatiel) wrap one function with per-call closures and
 // timers and count failures as rates over time windows; here a shard is chosen per key, the probe is
@@ -17,6 +21,7 @@ import {
   type LimitCheck,
   type LimitVerdict,
 } from '../limiter/index.js';
+import { isShardFailure } from './reply-errors.js';
 
 export type CircuitState = 'closed' | 'open' | 'half_open';
 /** Gauge values of the circuit state statistic. */
@@ -90,7 +95,13 @@ export class CircuitBreakerStore implements CounterStore {
   ) {
     // Only when the inner store has it: a store without evaluate makes the service refuse such configs.
     if (inner.evaluate) this.evaluate = (checks) => this.evaluateChecks(inner, checks);
+    if (inner.evaluate && inner.evaluateEach) {
+      this.evaluateEach = (checks) => this.evaluateChecksEach(inner, checks);
+    }
   }
+
+  /** evaluate with each check settled on its own; absent when the inner store has no evaluateEach. */
+  readonly evaluateEach?: (checks: readonly LimitCheck[]) => Promise<(LimitVerdict | Error)[]>;
 
   /** The other algorithms' atomic call (see evaluateChecks); absent when the inner store has none. */
   readonly evaluate?: (checks: readonly LimitCheck[]) => Promise<LimitVerdict[]>;
@@ -182,13 +193,14 @@ export class CircuitBreakerStore implements CounterStore {
     for (let j = 0; j < sendIdx.length; j++) {
       out[sendIdx[j]] = results[j];
       const c = this.circuit(this.inner.shardOf(sent[j]));
-      byShard.set(c, (byShard.get(c) ?? true) && !(results[j] instanceof Error));
+      const r = results[j];
+      byShard.set(c, (byShard.get(c) ?? true) && !(r instanceof Error && isShardFailure(r)));
     }
     for (const [c, ok] of byShard)
       this.recordOne(
         c,
         ok,
-        results.find((r) => r instanceof Error),
+        results.find((r) => r instanceof Error && isShardFailure(r)),
       );
     return out;
   }
@@ -207,7 +219,7 @@ export class CircuitBreakerStore implements CounterStore {
     let failed: Error | undefined;
     for (let i = 0; i < results.length; i++) {
       const r = results[i];
-      if (r instanceof Error) {
+      if (r instanceof Error && isShardFailure(r)) {
         failed = r;
         break;
       }
@@ -308,11 +320,61 @@ export class CircuitBreakerStore implements CounterStore {
         return verdicts;
       },
       (err: unknown) => {
-        if (more) for (const c of more) this.recordOne(c, false, err);
-        else if (first) this.recordOne(first, false, err);
+        // A refusal of the checks' own data: the server answered.
+        const ok = !isShardFailure(err);
+        if (more) for (const c of more) this.recordOne(c, ok, err);
+        else if (first) this.recordOne(first, ok, err);
         throw err;
       },
     );
+  }
+
+  /**
+   * evaluateEach behind the circuits: a check whose shard is open gets the refusal, the others are sent;
+   * each reached shard records one outcome, a failure only when one of its checks failed for the
+   * shard's own reasons (never for a refusal of a check's data).
+   */
+  private async evaluateChecksEach(
+    inner: ShardedStore,
+    checks: readonly LimitCheck[],
+  ): Promise<(LimitVerdict | Error)[]> {
+    if (!this.settings.enabled) return inner.evaluateEach!(checks);
+    const n = checks.length;
+    const circuits = new Array<Circuit>(n);
+    const probe = this.shardProbe;
+    let open = 0;
+    for (let i = 0; i < n; i++) {
+      const c = checks[i]!;
+      probe.key = c.keys[0]!;
+      probe.perSecond = c.perSecond;
+      const circuit = (circuits[i] = this.circuit(this.inner.shardOf(probe)));
+      if (circuit.state !== 'closed') open++;
+    }
+    if (open > 0) this.refused++;
+    const out = new Array<LimitVerdict | Error>(n);
+    const sendIdx: number[] = [];
+    for (let i = 0; i < n; i++) {
+      if (circuits[i]!.state !== 'closed') out[i] = circuits[i]!.refusal;
+      else sendIdx.push(i);
+    }
+    if (sendIdx.length === 0) return out;
+    let results: (LimitVerdict | Error)[];
+    try {
+      results = await inner.evaluateEach!(open > 0 ? sendIdx.map((i) => checks[i]!) : checks);
+    } catch (err) {
+      results = sendIdx.map(() => err as Error);
+    }
+    const outcome = new Map<Circuit, Error | undefined>();
+    for (let j = 0; j < sendIdx.length; j++) {
+      const i = sendIdx[j]!;
+      const r = results[j]!;
+      out[i] = r;
+      const c = circuits[i]!;
+      const failed = r instanceof Error && isShardFailure(r) ? r : undefined;
+      if (!outcome.has(c) || (failed && !outcome.get(c))) outcome.set(c, failed);
+    }
+    for (const [c, failed] of outcome) this.recordOne(c, failed === undefined, failed);
+    return out;
   }
 
   /** The op shardOf is asked about for a check (its first key and routing); reused, never stored. */

@@ -91,8 +91,27 @@ function reconnectOnReadOnly(err: Error): 2 | false {
   return err.message.startsWith('READONLY') ? 2 : false;
 }
 
-/** Options of every data-node connection of one deployment. */
-export function connectionOptions(s: RedisSettings, tlsFiles: TlsFiles): RedisOptions {
+/**
+ * A `single` Redis has one address: reconnecting to it cannot find another master, it only loops
+ * (ioredis reconnected ~10 times a second, every command waiting for REDIS_TIMEOUT). READONLY is then
+ * answered to the command as it is (a shard failure for the circuit breaker), and reported.
+ */
+function reportReadOnly(onReadOnly: () => void): (err: Error) => false {
+  return (err) => {
+    if (err.message.startsWith('READONLY')) onReadOnly();
+    return false;
+  };
+}
+
+/**
+ * Options of every data-node connection of one deployment. `onReadOnly` (a `single` deployment): told
+ * of each READONLY reply instead of reconnecting.
+ */
+export function connectionOptions(
+  s: RedisSettings,
+  tlsFiles: TlsFiles,
+  onReadOnly?: () => void,
+): RedisOptions {
   const opts: RedisOptions = {
     ...parseAuth(s.auth),
     lazyConnect: true,
@@ -106,16 +125,22 @@ export function connectionOptions(s: RedisSettings, tlsFiles: TlsFiles): RedisOp
     // commandTimeout arms a timer per command.
     connectTimeout: s.timeoutMs > 0 ? s.timeoutMs : 10_000,
     retryStrategy: reconnectDelayMs,
-    reconnectOnError: reconnectOnReadOnly,
+    reconnectOnError:
+      s.type === 'single' ? reportReadOnly(onReadOnly ?? (() => undefined)) : reconnectOnReadOnly,
   };
   if (s.tls) opts.tls = tlsOptions(tlsFiles);
   return opts;
 }
 
 /** Builds the (not yet connected) ioredis client for one deployment. */
-export function createRedisClient(s: RedisSettings, tlsFiles: TlsFiles, variablePrefix: string): RedisClient {
+export function createRedisClient(
+  s: RedisSettings,
+  tlsFiles: TlsFiles,
+  variablePrefix: string,
+  onReadOnly?: () => void,
+): RedisClient {
   const target = parseRedisTarget(s, `${variablePrefix}_URL`);
-  const opts = connectionOptions(s, tlsFiles);
+  const opts = connectionOptions(s, tlsFiles, onReadOnly);
   // ioredis batches the commands of one event-loop tick per node; the implicit pipeline flushes a
   // whole window in one tick, so on a cluster this groups the window's commands per node.
   const autoPipeline = s.pipelineWindowMs > 0;

@@ -5,7 +5,7 @@
 import t, { type Test } from 'tap';
 import type { Redis } from 'ioredis';
 import { startRedis, type RedisServer } from '../../e2e/harness/redis.js';
-import { CacheError, type CounterOp, type LimitCheck } from '../limiter/index.js';
+import { CacheError, CounterRefusedError, type CounterOp, type LimitCheck } from '../limiter/index.js';
 import { loadSettings } from '../settings/index.js';
 import { eventually } from '../test-support.js';
 import { RedisDeployment } from './index.js';
@@ -125,7 +125,8 @@ t.test('an error reply fails its own request only; the others stay aligned', asy
   t.equal(bad.status, 'rejected');
   const err = (bad as PromiseRejectedResult).reason as Error;
   t.ok(err instanceof CacheError, 'a cache error, never the transport error');
-  t.match(err.message, /INCRBY\/EXPIRE failed: ERR value is not an integer/);
+  t.match(err.message, /INCRBY failed: ERR value is not an integer/);
+  t.ok(err instanceof CounterRefusedError, "the op's own refusal, not a shard failure");
   t.same(
     after,
     { status: 'fulfilled', value: [3, 3] },

@@ -17,16 +17,24 @@ import { isIP, connect as netConnect, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import { CacheError, type CounterOp, type LimitCheck, type LimitVerdict } from '../limiter/index.js';
+import {
+  CacheError,
+  MAX_OP_HITS,
+  type CounterOp,
+  type LimitCheck,
+  type LimitVerdict,
+} from '../limiter/index.js';
 import type { RedisSettings, TlsFiles } from '../settings/index.js';
 import { parseAuth, parseRedisTarget, tlsOptions } from './client-options.js';
 import { LIMIT_SCRIPT } from './limit-script.js';
+import { incrbyErrorResult, isReadOnlyReply, replyError } from './reply-errors.js';
 import { RespReplyReader, respArray, respAuth, respCommand3 } from './resp-reader.js';
 
 /**
  * Nothing was counted and ioredis can do what this connection cannot: a master demoted to replica
- * refused the writes (ioredis finds the new master), or the script is not loaded on the server (ioredis
- * sends it with EVAL). The deployment resends the request through ioredis.
+ * refused the write (ioredis finds the new master), or the script is not loaded on the server (ioredis
+ * sends it with EVAL). As a whole request's rejection: nothing of it was sent. As one op's result: that
+ * op (and only it) was refused, and the deployment resends it, alone, through ioredis.
  */
 export class ResendThroughIoredis extends CacheError {}
 
@@ -55,7 +63,9 @@ interface Waiting {
   seen: number;
   /** Replies per result: 2 (INCRBY + EXPIRE: the INCRBY's count is kept) or 1 (every reply kept). */
   step: 1 | 2;
+  /** Per result its value, or the Error of its own error reply (only that op fails). */
   results: unknown[] | undefined;
+  /** Without results (AUTH, SCRIPT LOAD): the error reply, handed to reject. */
   error: string | undefined;
   at: number;
   resolve(results: unknown[]): void;
@@ -82,6 +92,8 @@ class Conn {
     /** The ioredis stream this connection follows; a new one means ioredis reconnected. */
     readonly follows: unknown,
     private readonly onClose: (conn: Conn, err: Error) => void,
+    /** A READONLY reply: the server is a replica now. */
+    private readonly onReadOnly: () => void,
   ) {
     this.reader = new RespReplyReader((v, isError) => this.reply(v, isError));
     sock.setNoDelay(true);
@@ -154,7 +166,7 @@ class Conn {
     const w = this.waiting[this.head];
     if (!w) throw new Error('a reply nobody asked for');
     const i = w.seen++;
-    if (isError) w.error ??= String(value);
+    if (isError) this.errorReply(w, i, String(value));
     else if (w.results) {
       if (w.step === 1) w.results[i] = value;
       else if ((i & 1) === 0) w.results[i >> 1] = value;
@@ -165,17 +177,49 @@ class Conn {
       this.waiting.splice(0, this.head);
       this.head = 0;
     }
-    if (w.error === undefined) w.resolve(w.results ?? []);
-    else if (w.error.startsWith('READONLY')) {
-      w.reject(new ResendThroughIoredis(`redis ${w.what} failed: ${w.error}`));
-      // Every later write on this connection is refused too: follow ioredis to the new master.
-      this.close(new ResendThroughIoredis('redis master demoted to replica'));
-    } else if (w.error.startsWith('NOSCRIPT')) {
-      w.reject(new ResendThroughIoredis(`redis ${w.what} failed: ${w.error}`));
-    } else w.reject(new CacheError(`redis ${w.what} failed: ${w.error}`));
+    if (w.results) w.resolve(w.results);
+    else if (w.error === undefined) w.resolve([]);
+    else w.reject(new CacheError(`redis ${w.what} failed: ${w.error}`));
     if (this.retiring && this.head >= this.waiting.length) {
       this.close(new CacheError('redis direct connection retired'));
     }
+  }
+
+  /**
+   * An error reply settles its own op only. A refused write (READONLY: the server is a replica now) or a
+   * missing script (NOSCRIPT) is marked for a resend through ioredis: it did not run, while the ops
+   * before it in the same request did, and must not be sent again.
+   */
+  private errorReply(w: Waiting, i: number, message: string): void {
+    const results = w.results;
+    if (!results) {
+      w.error ??= message;
+      return;
+    }
+    const readOnly = isReadOnlyReply(message);
+    if (readOnly && !this.retiring) {
+      // Every later write here is refused too: take no new requests (ioredis carries them, and finds
+      // the new master), answer the ones already written, then close.
+      this.retiring = true;
+      this.onReadOnly();
+    }
+    if (w.step === 2) {
+      // The INCRBY's reply decides the op. An EXPIRE refused after its INCRBY ran keeps the count: a
+      // resend would count the op twice.
+      if ((i & 1) !== 0) return;
+      results[i >> 1] = readOnly
+        ? new ResendThroughIoredis(`redis INCRBY refused: ${message}`)
+        : incrbyErrorResult(message);
+      return;
+    }
+    results[i] =
+      readOnly || message.startsWith('NOSCRIPT')
+        ? new ResendThroughIoredis(`redis ${w.what} refused: ${message}`)
+        : replyError(`redis ${w.what} failed: ${message}`, message);
+  }
+
+  get isRetiring(): boolean {
+    return this.retiring;
   }
 
   close(err: Error): void {
@@ -209,6 +253,8 @@ export class DirectCounter {
     private readonly tlsFiles: TlsFiles,
     private readonly variablePrefix: string,
     private readonly logger?: Logger,
+    /** Told of every READONLY reply (a demoted single Redis is reported by the deployment). */
+    private readonly onReadOnly: () => void = () => undefined,
   ) {
     this.auth = parseAuth(settings.auth);
     // A request older than twice REDIS_TIMEOUT (its caller gave up long ago) means a hung server: drop
@@ -222,8 +268,11 @@ export class DirectCounter {
     return !this.closing && this.client.status === 'ready' && performance.now() >= this.retryAt;
   }
 
-  /** INCRBY + EXPIRE per op, in op order; resolves with the counts after the increment. */
-  increment(ops: readonly CounterOp[]): Promise<number[]> {
+  /**
+   * INCRBY + EXPIRE per op, in op order; resolves with the counts after the increment, or per op the
+   * error of its own error reply (ResendThroughIoredis: refused, not counted).
+   */
+  increment(ops: readonly CounterOp[]): Promise<(number | Error)[]> {
     const conn = this.connection();
     if (!conn) return Promise.reject(new ResendThroughIoredis('redis direct connection unavailable'));
     const now = performance.now();
@@ -235,9 +284,10 @@ export class DirectCounter {
     let bytes = '';
     for (let i = 0; i < ops.length; i++) {
       const op = ops[i];
-      bytes += respCommand3('INCRBY', op.key, op.hits) + respCommand3('EXPIRE', op.key, op.expireSeconds);
+      const hits = op.hits < MAX_OP_HITS ? op.hits : MAX_OP_HITS;
+      bytes += respCommand3('INCRBY', op.key, hits) + respCommand3('EXPIRE', op.key, op.expireSeconds);
     }
-    return new Promise<number[]>((resolve, reject) => {
+    return new Promise<(number | Error)[]>((resolve, reject) => {
       conn.send(bytes, {
         what: 'INCRBY/EXPIRE',
         left: ops.length * 2,
@@ -255,9 +305,10 @@ export class DirectCounter {
   /**
    * The limit script per check (EVALSHA; the server's script cache is shared by its connections, so a
    * NOSCRIPT answer is resent through ioredis, which loads it with EVAL). The checks of one turn arrive
-   * together from the coalescing store's batcher; the connection writes once per tick.
+   * together from the coalescing store's batcher; the connection writes once per tick. Per check its
+   * verdict, or the error of its own error reply.
    */
-  evaluate(checks: readonly LimitCheck[]): Promise<LimitVerdict[]> {
+  evaluate(checks: readonly LimitCheck[]): Promise<(LimitVerdict | Error)[]> {
     const conn = this.connection();
     if (!conn) return Promise.reject(new ResendThroughIoredis('redis direct connection unavailable'));
     if (!conn.scriptLoaded) {
@@ -268,7 +319,7 @@ export class DirectCounter {
     }
     let bytes = '';
     for (let i = 0; i < checks.length; i++) bytes += evalshaCommand(checks[i]!);
-    return new Promise<LimitVerdict[]>((resolve, reject) => {
+    return new Promise<(LimitVerdict | Error)[]>((resolve, reject) => {
       conn.send(bytes, {
         what: 'limit script',
         left: checks.length,
@@ -293,7 +344,12 @@ export class DirectCounter {
   private connection(): Conn | undefined {
     const follows = this.client.stream;
     const c = this.conn;
-    if (c && !c.closed && c.follows === follows) return c;
+    if (c && !c.closed && !c.isRetiring && c.follows === follows) return c;
+    if (c?.isRetiring && c.follows === follows) {
+      // Refused writes (READONLY): ioredis carries the requests until it has reconnected.
+      this.retryAt = performance.now() + RETRY_AFTER_MS;
+      return undefined;
+    }
     // ioredis reconnected (failover, restart): so does this connection, to the same place.
     c?.retire();
     const sock = this.open(follows as Socket | undefined);
@@ -301,14 +357,19 @@ export class DirectCounter {
       this.retryAt = performance.now() + RETRY_AFTER_MS;
       return undefined;
     }
-    const conn = new Conn(sock, follows, (closed, err) => {
-      if (this.conn !== closed) return;
-      this.conn = undefined;
-      if (this.closing) return;
-      // ioredis carries the commands for a while (and, after READONLY, finds the new master).
-      this.retryAt = performance.now() + RETRY_AFTER_MS;
-      this.logger?.debug({ err: err.message }, `${this.variablePrefix}: direct counting connection closed`);
-    });
+    const conn = new Conn(
+      sock,
+      follows,
+      (closed, err) => {
+        if (this.conn !== closed) return;
+        this.conn = undefined;
+        if (this.closing) return;
+        // ioredis carries the commands for a while (and, after READONLY, finds the new master).
+        this.retryAt = performance.now() + RETRY_AFTER_MS;
+        this.logger?.debug({ err: err.message }, `${this.variablePrefix}: direct counting connection closed`);
+      },
+      this.onReadOnly,
+    );
     this.conn = conn;
     if (this.auth.password !== undefined) {
       conn.sendUnanswered(respAuth(this.auth.username, this.auth.password), 'AUTH', (err) => conn.close(err));

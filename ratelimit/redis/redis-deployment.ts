@@ -3,20 +3,27 @@
 // implicit pipeline that batches the commands of concurrent requests, health, and the startup wait.
 import type { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import { CacheError, type CounterOp, type LimitCheck, type LimitVerdict } from '../limiter/index.js';
+import {
+  CacheError,
+  MAX_OP_HITS,
+  type CounterOp,
+  type LimitCheck,
+  type LimitVerdict,
+} from '../limiter/index.js';
 import type { RedisSettings, TlsFiles } from '../settings/index.js';
 import { createRedisClient, describeTarget, reconnectDelayMs, type RedisClient } from './client-options.js';
 import { RequestDeadlines } from './deadlines.js';
 import { clusterSlot } from './cluster-slot.js';
 import { DirectCounter, ResendThroughIoredis } from './direct-counter.js';
-import { defineLimitScript, runLimitScripts } from './limit-script.js';
+import { LIMIT_SCRIPT, defineLimitScript, runLimitScripts } from './limit-script.js';
+import { incrbyErrorResult, isReplyError, replyError } from './reply-errors.js';
 
 type ExecResult = [Error | null, unknown][] | null;
 
 /** A request waiting in the implicit pipeline. */
 interface Pending {
   readonly ops: readonly CounterOp[];
-  resolve(counts: number[]): void;
+  resolve(counts: (number | Error)[]): void;
   reject(err: unknown): void;
 }
 
@@ -24,16 +31,41 @@ function cacheError(what: string, err: unknown): CacheError {
   return err instanceof CacheError ? err : new CacheError(`${what}: ${(err as Error).message}`, err);
 }
 
-/** Counts from an exec result holding INCRBY/EXPIRE pairs, starting at pair `from`. */
-function countsFrom(res: ExecResult, from: number, n: number): number[] {
-  if (!res) throw new CacheError('redis pipeline returned no result');
-  const out = new Array<number>(n);
+/** An op's hits as sent: saturated at MAX_OP_HITS (store.ts), so no op can overflow a counter alone. */
+function sentHits(hits: number): number {
+  return hits < MAX_OP_HITS ? hits : MAX_OP_HITS;
+}
+
+/** An INCRBY's failure as its op's result: an error reply settles that op only (reply-errors.ts). */
+function incrbyFailure(err: unknown): number | Error {
+  if (isReplyError(err)) return incrbyErrorResult(err.message, err);
+  return cacheError('redis INCRBY/EXPIRE failed', err);
+}
+
+/**
+ * Per op its count, or the error of its own INCRBY, from an exec result holding INCRBY/EXPIRE pairs,
+ * starting at pair `from`. An EXPIRE refused after its INCRBY ran keeps the count (it was counted).
+ */
+function countsFrom(res: ExecResult, from: number, n: number): (number | Error)[] {
+  if (!res) {
+    const err = new CacheError('redis pipeline returned no result');
+    return new Array<Error>(n).fill(err);
+  }
+  const out = new Array<number | Error>(n);
   for (let i = 0; i < n; i++) {
     const [err, value] = res[(from + i) * 2];
-    if (err) throw new CacheError(`redis INCRBY failed: ${err.message}`, err);
-    out[i] = Number(value);
+    out[i] = err ? incrbyFailure(err) : Number(value);
   }
   return out;
+}
+
+/** The counts, or the first op's error as the whole call's (increment's contract). */
+function allCounted(results: (number | Error)[]): number[] {
+  for (let i = 0; i < results.length; i++) {
+    const r = results[i];
+    if (r instanceof Error) throw r;
+  }
+  return results as number[];
 }
 
 export class RedisDeployment {
@@ -57,12 +89,30 @@ export class RedisDeployment {
   private closing = false;
   /** True once the deployment has answered a PING (health: ready for the cache). */
   everConnected = false;
+  /**
+   * A `single` Redis answering READONLY: it was made a replica (REPLICAOF) and cannot count. Cleared
+   * when ROLE says master again (checked every ROLE_CHECK_MS meanwhile, and by the breaker's probes).
+   */
+  demoted = false;
+  private roleTimer: NodeJS.Timeout | undefined;
 
-  constructor(name: string, settings: RedisSettings, tlsFiles: TlsFiles, logger?: Logger) {
+  constructor(
+    name: string,
+    settings: RedisSettings,
+    tlsFiles: TlsFiles,
+    logger?: Logger,
+    /** Told when a `single` Redis becomes a replica (true) or a master again (false); for statistics. */
+    private readonly onRole?: (deployment: string, replica: boolean) => void,
+  ) {
     this.name = name;
     this.settings = settings;
     this.logger = logger;
-    this.client = createRedisClient(settings, tlsFiles, name);
+    this.client = createRedisClient(
+      settings,
+      tlsFiles,
+      name,
+      settings.type === 'single' ? this.sawReadOnly : undefined,
+    );
     this.isCluster = settings.type === 'cluster';
     this.deadlines = new RequestDeadlines(settings.timeoutMs, `redis request (${name}_TIMEOUT)`);
     // As radix's PoolPipelineWindow: a zero window disables implicit pipelining, a zero limit leaves
@@ -71,7 +121,14 @@ export class RedisDeployment {
     this.limit = settings.pipelineLimit;
     defineLimitScript(this.client);
     this.direct = DirectCounter.supports(settings)
-      ? new DirectCounter(this.client as Redis, settings, tlsFiles, name, logger)
+      ? new DirectCounter(
+          this.client as Redis,
+          settings,
+          tlsFiles,
+          name,
+          logger,
+          settings.type === 'single' ? this.sawReadOnly : undefined,
+        )
       : undefined;
     // ioredis reconnects by itself; without a listener an 'error' event would crash the process.
     this.client.on('error', (err: Error) => {
@@ -126,36 +183,62 @@ export class RedisDeployment {
 
   /** INCRBY + EXPIRE per op; resolves with the counts after the increment, in op order. */
   increment(ops: readonly CounterOp[]): Promise<number[]> {
-    return this.deadlines.bound(this.incrementUnbounded(ops));
+    return this.incrementEach(ops).then(allCounted);
   }
 
-  private incrementUnbounded(ops: readonly CounterOp[]): Promise<number[]> {
-    if (this.windowMs > 0) return this.enqueue(ops);
-    if (this.isCluster) return this.incrementCluster(ops);
-    if (this.direct?.usable()) {
-      return this.direct.increment(ops).catch((err: unknown) => {
-        // Not counted (a demoted master refused it): ioredis resends after finding the new one.
-        if (err instanceof ResendThroughIoredis) return this.incrementPipeline(ops);
-        throw err;
-      });
+  /**
+   * Per-op settlement: each op gets its count or its own error. An error reply fails only the op it
+   * answers (reply-errors.ts); a timeout or a lost connection fails every op of the call. On a cluster
+   * each hash slot's pipeline succeeds or fails on its own.
+   */
+  async incrementEach(ops: readonly CounterOp[]): Promise<(number | Error)[]> {
+    // Bounded per slot group inside: a hung master must not time out the groups of the others.
+    if (this.isCluster && this.windowMs <= 0) return this.incrementClusterEach(ops);
+    try {
+      return await this.deadlines.bound(this.incrementUnbounded(ops));
+    } catch (err) {
+      const e = cacheError('redis INCRBY/EXPIRE failed', err);
+      return new Array<Error>(ops.length).fill(e);
     }
+  }
+
+  private incrementUnbounded(ops: readonly CounterOp[]): Promise<(number | Error)[]> {
+    if (this.windowMs > 0) return this.enqueue(ops);
+    if (this.direct?.usable()) return this.incrementDirect(ops);
     return this.incrementPipeline(ops);
   }
 
-  /** Per-op settlement: on a cluster each hash slot's pipeline succeeds or fails on its own. */
-  async incrementEach(ops: readonly CounterOp[]): Promise<(number | Error)[]> {
-    if (!this.isCluster || this.windowMs > 0) {
-      try {
-        return await this.increment(ops);
-      } catch (err) {
-        return ops.map(() => err as Error);
-      }
+  /**
+   * On the direct connection; an op it refused without counting (READONLY: a demoted master) is resent,
+   * alone, through ioredis, which finds the new master; the ops that ran are never sent again.
+   */
+  private async incrementDirect(ops: readonly CounterOp[]): Promise<(number | Error)[]> {
+    let results: (number | Error)[];
+    try {
+      results = await this.direct!.increment(ops);
+    } catch (err) {
+      // Nothing of the request was sent: all of it goes through ioredis.
+      if (err instanceof ResendThroughIoredis) return this.incrementPipeline(ops);
+      throw err;
     }
-    // Bounded per slot group inside: a hung master must not time out the groups of the others.
-    return this.incrementClusterEach(ops);
+    for (let i = 0; i < results.length; i++) {
+      if (results[i] instanceof ResendThroughIoredis) return this.resendRefused(ops, results);
+    }
+    return results;
   }
 
-  /** One pipeline per hash slot, all sent at once; each slot's ops succeed or fail together. */
+  private async resendRefused(
+    ops: readonly CounterOp[],
+    results: (number | Error)[],
+  ): Promise<(number | Error)[]> {
+    const idx: number[] = [];
+    for (let i = 0; i < results.length; i++) if (results[i] instanceof ResendThroughIoredis) idx.push(i);
+    const again = await this.incrementPipeline(idx.map((i) => ops[i]));
+    for (let j = 0; j < idx.length; j++) results[idx[j]] = again[j];
+    return results;
+  }
+
+  /** One pipeline per hash slot, all sent at once; each op settles on its own. */
   private async incrementClusterEach(ops: readonly CounterOp[]): Promise<(number | Error)[]> {
     const c = this.client as Cluster;
     const slots = new Map<number, number[]>();
@@ -188,21 +271,17 @@ export class RedisDeployment {
    * INCRBY and EXPIRE per op as plain commands on the one connection: they are written in order and
    * answered in order, one round trip per request as the reference's pipeline. ioredis' Pipeline
    * object costs more CPU than the two commands (measured: 33 vs 24 µs per op at 32 in flight) and
-   * lived long enough to be promoted, lengthening every scavenge.
+   * lived long enough to be promoted, lengthening every scavenge. When a command fails, every op is
+   * settled on its own (eachSettled): an error reply fails its op only.
    */
-  private async incrementPipeline(ops: readonly CounterOp[]): Promise<number[]> {
+  private async incrementPipeline(ops: readonly CounterOp[]): Promise<(number | Error)[]> {
     const c = this.client as Redis;
     this.corkForThisTick(c);
+    const pending: Promise<number>[] = new Array(ops.length * 2);
     try {
-      if (ops.length === 1) {
-        const op = ops[0];
-        const [count] = await Promise.all([c.incrby(op.key, op.hits), c.expire(op.key, op.expireSeconds)]);
-        return [count];
-      }
-      const pending: Promise<number>[] = new Array(ops.length * 2);
       for (let i = 0; i < ops.length; i++) {
         const op = ops[i];
-        pending[2 * i] = c.incrby(op.key, op.hits);
+        pending[2 * i] = c.incrby(op.key, sentHits(op.hits));
         pending[2 * i + 1] = c.expire(op.key, op.expireSeconds);
       }
       const res = await Promise.all(pending);
@@ -210,7 +289,8 @@ export class RedisDeployment {
       for (let i = 0; i < ops.length; i++) out[i] = res[2 * i];
       return out;
     } catch (err) {
-      throw cacheError('redis INCRBY/EXPIRE failed', err);
+      if (pending[pending.length - 1] === undefined) throw cacheError('redis INCRBY/EXPIRE failed', err);
+      return eachSettled(pending, ops.length);
     }
   }
 
@@ -237,18 +317,16 @@ export class RedisDeployment {
    * ioredis re-sends a pipeline after MOVED/ASK, a closed connection or CLUSTERDOWN, to the node the
    * refreshed slot map names, so INCRBY and its EXPIRE always travel together.
    */
-  private async incrementCluster(ops: readonly CounterOp[]): Promise<number[]> {
+  private incrementCluster(ops: readonly CounterOp[]): Promise<(number | Error)[]> {
     const c = this.client as Cluster;
     if (ops.length === 1) return this.execClusterGroup(c, ops);
-    const results = await this.incrementClusterEach(ops);
-    for (const r of results) if (r instanceof Error) throw r;
-    return results as number[];
+    return this.incrementClusterEach(ops);
   }
 
-  private async execClusterGroup(c: Cluster, ops: readonly CounterOp[]): Promise<number[]> {
+  private async execClusterGroup(c: Cluster, ops: readonly CounterOp[]): Promise<(number | Error)[]> {
     const p = c.pipeline();
     for (let i = 0; i < ops.length; i++) {
-      p.incrby(ops[i].key, ops[i].hits);
+      p.incrby(ops[i].key, sentHits(ops[i].hits));
       p.expire(ops[i].key, ops[i].expireSeconds);
     }
     let res: ExecResult;
@@ -262,8 +340,8 @@ export class RedisDeployment {
 
   // --- implicit pipelining (REDIS_PIPELINE_WINDOW / REDIS_PIPELINE_LIMIT) ---------------------------
 
-  private enqueue(ops: readonly CounterOp[]): Promise<number[]> {
-    return new Promise<number[]>((resolve, reject) => {
+  private enqueue(ops: readonly CounterOp[]): Promise<(number | Error)[]> {
+    return new Promise<(number | Error)[]>((resolve, reject) => {
       this.queue.push({ ops, resolve, reject });
       this.queuedCommands += ops.length * 2;
       if (this.limit > 0 && this.queuedCommands >= this.limit) {
@@ -295,7 +373,7 @@ export class RedisDeployment {
     for (const e of batch) {
       for (let i = 0; i < e.ops.length; i++) {
         const op = e.ops[i];
-        p.incrby(op.key, op.hits);
+        p.incrby(op.key, sentHits(op.hits));
         p.expire(op.key, op.expireSeconds);
       }
     }
@@ -303,11 +381,7 @@ export class RedisDeployment {
       (res) => {
         let at = 0;
         for (const e of batch) {
-          try {
-            e.resolve(countsFrom(res, at, e.ops.length));
-          } catch (err) {
-            e.reject(err);
-          }
+          e.resolve(countsFrom(res, at, e.ops.length));
           at += e.ops.length;
         }
       },
@@ -320,14 +394,101 @@ export class RedisDeployment {
 
   /** The limit script per descriptor (limit-script.ts), all in one round trip. */
   evaluate(checks: readonly LimitCheck[]): Promise<LimitVerdict[]> {
-    const sent = this.direct?.usable()
-      ? this.direct.evaluate(checks).catch((err: unknown) => {
-          // Not counted (NOSCRIPT, or a demoted master): ioredis loads the script or finds the master.
-          if (err instanceof ResendThroughIoredis) return this.evaluateViaIoredis(checks);
-          throw err;
-        })
-      : this.evaluateViaIoredis(checks);
+    const sent = this.direct?.usable() ? this.evaluateDirect(checks) : this.evaluateViaIoredis(checks);
     return this.deadlines.bound(sent).catch(this.scriptFailed);
+  }
+
+  /**
+   * On the direct connection; a check it refused without running (NOSCRIPT, or a demoted master) is
+   * resent, alone, through ioredis, which loads the script or finds the master: a check that ran is
+   * never run twice.
+   */
+  private async evaluateDirect(checks: readonly LimitCheck[]): Promise<LimitVerdict[]> {
+    let results: (LimitVerdict | Error)[];
+    try {
+      results = await this.direct!.evaluate(checks);
+    } catch (err) {
+      if (err instanceof ResendThroughIoredis) return this.evaluateViaIoredis(checks);
+      throw err;
+    }
+    let idx: number[] | undefined;
+    for (let i = 0; i < results.length; i++) {
+      const r = results[i]!;
+      if (r instanceof ResendThroughIoredis) (idx ??= []).push(i);
+      else if (r instanceof Error) throw r;
+    }
+    if (idx) {
+      // As EVAL, which carries the script: under repeated SCRIPT FLUSH an EVALSHA resent by ioredis can
+      // meet NOSCRIPT again, and a call failing as a whole leaves unknown which of its checks ran.
+      const c = this.client as Redis;
+      const again = await Promise.all(
+        idx.map((i) => {
+          const check = checks[i]!;
+          return c.call('EVAL', LIMIT_SCRIPT, check.keys.length, ...check.keys, ...check.args);
+        }),
+      );
+      for (let j = 0; j < idx.length; j++) results[idx[j]!] = again[j] as LimitVerdict;
+    }
+    return results as LimitVerdict[];
+  }
+
+  /**
+   * evaluate, each check settled on its own: an error reply to one check (or its refusal) is that
+   * check's result, and the others keep their verdicts; a timeout or a lost connection fails them all.
+   * The checks still leave in one write per turn (the direct connection's tick, ioredis' turn batch).
+   */
+  async evaluateEach(checks: readonly LimitCheck[]): Promise<(LimitVerdict | Error)[]> {
+    try {
+      return await this.deadlines.bound(
+        this.direct?.usable() ? this.evaluateDirectEach(checks) : this.evaluateViaIoredisEach(checks),
+      );
+    } catch (err) {
+      const e = scriptFailure(err);
+      return new Array<Error>(checks.length).fill(e);
+    }
+  }
+
+  private async evaluateDirectEach(checks: readonly LimitCheck[]): Promise<(LimitVerdict | Error)[]> {
+    let results: (LimitVerdict | Error)[];
+    try {
+      results = await this.direct!.evaluate(checks);
+    } catch (err) {
+      if (err instanceof ResendThroughIoredis) return this.evaluateViaIoredisEach(checks);
+      throw err;
+    }
+    let idx: number[] | undefined;
+    for (let i = 0; i < results.length; i++) {
+      if (results[i] instanceof ResendThroughIoredis) (idx ??= []).push(i);
+    }
+    if (idx) {
+      // As EVAL (see evaluateDirect), each settled on its own.
+      const c = this.client as Redis;
+      const again = await Promise.allSettled(
+        idx.map((i) => {
+          const check = checks[i]!;
+          return c.call('EVAL', LIMIT_SCRIPT, check.keys.length, ...check.keys, ...check.args);
+        }),
+      );
+      for (let j = 0; j < idx.length; j++) {
+        const s = again[j]!;
+        results[idx[j]!] = s.status === 'fulfilled' ? (s.value as LimitVerdict) : scriptFailure(s.reason);
+      }
+    }
+    return results;
+  }
+
+  /** One script call per check, queued in ioredis' turn batch (one write per turn), each settled alone. */
+  private async evaluateViaIoredisEach(checks: readonly LimitCheck[]): Promise<(LimitVerdict | Error)[]> {
+    if (!this.isCluster) this.corkForThisTick(this.client as Redis);
+    const pending = new Array<Promise<LimitVerdict[]>>(checks.length);
+    for (let i = 0; i < checks.length; i++) pending[i] = runLimitScripts(this.client, [checks[i]!]);
+    const settled = await Promise.allSettled(pending);
+    const out = new Array<LimitVerdict | Error>(checks.length);
+    for (let i = 0; i < checks.length; i++) {
+      const s = settled[i]!;
+      out[i] = s.status === 'fulfilled' ? s.value[0]! : scriptFailure(s.reason);
+    }
+    return out;
   }
 
   private evaluateViaIoredis(checks: readonly LimitCheck[]): Promise<LimitVerdict[]> {
@@ -336,7 +497,7 @@ export class RedisDeployment {
   }
 
   private readonly scriptFailed = (err: unknown): never => {
-    throw cacheError('redis limit script failed', err);
+    throw scriptFailure(err);
   };
 
   /** Current counts (0 when absent), without counting. */
@@ -349,7 +510,10 @@ export class RedisDeployment {
     }
   }
 
-  /** PING, bounded by REDIS_TIMEOUT: the circuit breaker's recovery probe. */
+  /**
+   * PING, bounded by REDIS_TIMEOUT: the circuit breaker's recovery probe. A demoted `single` Redis
+   * answers PING but cannot count: the probe fails until ROLE says master again.
+   */
   async ping(node?: Redis): Promise<void> {
     try {
       const pong = await this.deadlines.bound((node ?? this.client).ping());
@@ -358,15 +522,61 @@ export class RedisDeployment {
     } catch (err) {
       throw cacheError(`redis PING (${this.name})`, err);
     }
+    if (this.demoted && !(await this.checkRole())) {
+      throw new CacheError(`redis at ${this.name}_URL is a replica (READONLY): it cannot count`);
+    }
   }
 
-  /** True while the client has a usable connection (REDIS_HEALTH_CHECK_ACTIVE_CONNECTION). */
+  /**
+   * A READONLY reply from a `single` Redis: it is a replica now. Reported once (log line, onRole), then
+   * ROLE is asked every ROLE_CHECK_MS until it is a master again.
+   */
+  private readonly sawReadOnly = (): void => {
+    if (this.demoted || this.closing) return;
+    this.demoted = true;
+    this.logger?.error(
+      `redis at ${this.describe()} answers READONLY: it is a replica now, and a single Redis has no other master to follow; its decisions fail (the circuit breaker answers them from the failure mode) and /healthcheck reports the cache not ready until it is a master again`,
+    );
+    this.onRole?.(this.name, true);
+    this.roleTimer = setInterval(() => void this.checkRole(), ROLE_CHECK_MS);
+    this.roleTimer.unref();
+  };
+
+  private roleChecking = false;
+
+  /** Asks ROLE; true (and the demotion cleared) when the server is a master. */
+  private async checkRole(): Promise<boolean> {
+    if (!this.demoted) return true;
+    if (this.roleChecking) return false;
+    this.roleChecking = true;
+    try {
+      const role = (await this.deadlines.bound(this.client.call('ROLE'))) as unknown[];
+      if (!this.demoted) return true;
+      if (role[0] !== 'master') return false;
+      this.demoted = false;
+      clearInterval(this.roleTimer);
+      this.roleTimer = undefined;
+      this.logger?.warn(`redis at ${this.name}_URL is a master again`);
+      this.onRole?.(this.name, false);
+      return true;
+    } catch {
+      return false;
+    } finally {
+      this.roleChecking = false;
+    }
+  }
+
+  /**
+   * True while the client has a usable connection to a Redis that can count
+   * (REDIS_HEALTH_CHECK_ACTIVE_CONNECTION): a `single` Redis demoted to replica is not.
+   */
   isHealthy(): boolean {
-    return this.client.status === 'ready';
+    return this.client.status === 'ready' && !this.demoted;
   }
 
   async close(): Promise<void> {
     this.closing = true;
+    clearInterval(this.roleTimer);
     this.deadlines.stop();
     this.direct?.close();
     if (this.queue.length > 0) this.flush();
@@ -382,6 +592,26 @@ export class RedisDeployment {
     c.disconnect();
   }
 }
+
+/** A failed script call as a CacheError: an error reply is that call's own (reply-errors.ts) unless it is the server's state. */
+function scriptFailure(err: unknown): CacheError {
+  if (isReplyError(err)) return replyError(`redis limit script failed: ${err.message}`, err.message, err);
+  return cacheError('redis limit script failed', err);
+}
+
+/** Per op its INCRBY's count or error, once every command of the call has settled. */
+async function eachSettled(pending: Promise<number>[], n: number): Promise<(number | Error)[]> {
+  const settled = await Promise.allSettled(pending);
+  const out = new Array<number | Error>(n);
+  for (let i = 0; i < n; i++) {
+    const s = settled[2 * i]!;
+    out[i] = s.status === 'fulfilled' ? Number(s.value) : incrbyFailure(s.reason);
+  }
+  return out;
+}
+
+/** How often a demoted `single` Redis is asked for its role. */
+const ROLE_CHECK_MS = 1000;
 
 function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));

@@ -5,7 +5,7 @@ import { Writable } from 'node:stream';
 import pino from 'pino';
 import { makeCerts } from '../../e2e/harness/tls.js';
 import { startRedis } from '../../e2e/harness/redis.js';
-import type { CounterOp } from '../limiter/index.js';
+import { CounterRefusedError, MAX_OP_HITS, SATURATED_COUNT, type CounterOp } from '../limiter/index.js';
 import { loadSettings, SettingsError } from '../settings/index.js';
 import { descriptor, eventually, startTestApp } from '../test-support.js';
 import { parseRedisTarget, RedisCounterStore, RedisDeployment } from './index.js';
@@ -298,3 +298,32 @@ t.test(
     t.pass('decisions resume');
   },
 );
+
+for (const env of <Record<string, string>[]>[
+  { REDIS_DIRECT_COUNTING: 'true' },
+  { REDIS_DIRECT_COUNTING: 'false' },
+  { REDIS_PIPELINE_WINDOW: '2ms' },
+]) {
+  t.test(
+    `an error reply fails only its own op; an overflow is that key saturated (${JSON.stringify(env)})`,
+    async (t) => {
+      const redis = await startRedis();
+      t.teardown(() => redis.stop());
+      const admin = redis.client();
+      t.teardown(() => admin.disconnect());
+      await admin.set('text', 'abc');
+      await admin.set('near', '9223372036854775000');
+      const noTls = { caCert: '', clientCert: '', clientKey: '', skipHostnameVerification: false };
+      const d = new RedisDeployment('REDIS', redisEnv({ REDIS_URL: redis.url, ...env }), noTls);
+      t.teardown(() => d.close());
+      await d.connect(5000);
+      const results = await d.incrementEach([op('a'), op('text'), op('near', 5000), op('b', 2 ** 60)]);
+      t.equal(results[0], 1, 'the op before it counted');
+      t.ok(results[1] instanceof CounterRefusedError, `the refused op: ${String(results[1])}`);
+      t.equal(results[2], SATURATED_COUNT, 'INCRBY past 2^63 - 1: saturated, over any limit');
+      t.equal(results[3], MAX_OP_HITS, 'hits past 2^32 sent saturated');
+      t.equal(await admin.get('b'), String(MAX_OP_HITS));
+      t.equal(await admin.get('a'), '1', 'counted once');
+    },
+  );
+}

@@ -15,6 +15,11 @@ export interface RedisCounterStoreOptions {
   /** A second deployment for SECOND-unit limits (REDIS_PERSECOND). */
   perSecond?: { settings: RedisSettings; tlsFiles: TlsFiles };
   logger?: Logger;
+  /**
+   * Told when a `single` deployment becomes a replica (REPLICAOF: it answers READONLY) and when it is a
+   * master again; the service keeps a gauge of it.
+   */
+  onRole?: (deployment: string, replica: boolean) => void;
 }
 
 export class RedisCounterStore implements ShardedStore {
@@ -22,13 +27,14 @@ export class RedisCounterStore implements ShardedStore {
   readonly perSecond?: RedisDeployment;
 
   constructor(opts: RedisCounterStoreOptions) {
-    this.main = new RedisDeployment('REDIS', opts.settings, opts.tlsFiles, opts.logger);
+    this.main = new RedisDeployment('REDIS', opts.settings, opts.tlsFiles, opts.logger, opts.onRole);
     if (opts.perSecond) {
       this.perSecond = new RedisDeployment(
         'REDIS_PERSECOND',
         opts.perSecond.settings,
         opts.perSecond.tlsFiles,
         opts.logger,
+        opts.onRole,
       );
     }
   }
@@ -76,9 +82,12 @@ export class RedisCounterStore implements ShardedStore {
       .map((d) => d.name);
   }
 
-  /** Every deployment has answered at least once since start (health: ready for the cache). */
+  /**
+   * Every deployment has answered at least once since start, and none is a `single` Redis demoted to
+   * replica (health: ready for the cache).
+   */
   hasConnected(): boolean {
-    return this.deployments().every((d) => d.everConnected);
+    return this.deployments().every((d) => d.everConnected && !d.demoted);
   }
 
   /** Keeps connecting, in the background, the deployments startup went on without; logs when one is up. */
@@ -126,6 +135,23 @@ export class RedisCounterStore implements ShardedStore {
       secIdx.length ? ps.evaluate(secIdx.map((i) => checks[i]!)) : [],
     ]);
     const out = new Array<LimitVerdict>(checks.length);
+    mainIdx.forEach((i, j) => (out[i] = a[j]!));
+    secIdx.forEach((i, j) => (out[i] = b[j]!));
+    return out;
+  }
+
+  /** evaluate, each check settled on its own (its verdict or its own error). */
+  async evaluateEach(checks: readonly LimitCheck[]): Promise<(LimitVerdict | Error)[]> {
+    const ps = this.perSecond;
+    if (!ps) return this.main.evaluateEach(checks);
+    const mainIdx: number[] = [];
+    const secIdx: number[] = [];
+    for (let i = 0; i < checks.length; i++) (checks[i]!.perSecond ? secIdx : mainIdx).push(i);
+    const [a, b] = await Promise.all([
+      mainIdx.length ? this.main.evaluateEach(mainIdx.map((i) => checks[i]!)) : [],
+      secIdx.length ? ps.evaluateEach(secIdx.map((i) => checks[i]!)) : [],
+    ]);
+    const out = new Array<LimitVerdict | Error>(checks.length);
     mainIdx.forEach((i, j) => (out[i] = a[j]!));
     secIdx.forEach((i, j) => (out[i] = b[j]!));
     return out;

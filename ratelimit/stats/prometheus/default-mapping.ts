@@ -63,6 +63,12 @@ ${RULE_STATS.map(ruleRegex).join('')}
     labels:
       deployment: "$1"
       shard: "$2"
+  - match: "ratelimit.redis.*.*.replica"
+    name: "ratelimit_redis_replica"
+    match_metric_type: gauge
+    labels:
+      deployment: "$1"
+      shard: "$2"
 
   - match: "ratelimit.service.config_load_success"
     name: "ratelimit_service_config_load_success"
