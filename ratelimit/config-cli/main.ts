@@ -1,10 +1,12 @@
 // ratelimit-config: validate, explain, diff and counters, on the service's own config model.
 // Exit status: 0 fine (diff: no change), 1 invalid config (validate), changes found (diff) or
 // nothing deleted (counters reset), 2 usage error, unreadable or invalid input where a valid config is needed, or Redis failure.
-import { readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { parseArgs, parseEnv } from 'node:util';
 import { loadSettings, type Settings } from '../settings/index.js';
 import { buildConfigSet, hasErrors, type ConfigSet, type Problem } from './config-set.js';
+import { convertSources } from './convert.js';
 import { CounterClient, formatReadings } from './counters.js';
 import { diffSets, formatDiffMarkdown } from './diff.js';
 import { Explainer, formatExplanations, parseDescriptor } from './explain.js';
@@ -28,6 +30,8 @@ export const USAGE = `usage: ratelimit-config <command> [options]
 
   validate <files or folders...>   check plain ratelimit YAML files and RateLimitConfig manifests
       [--format text|json|annotations|github] [--merge-domain-config] [--namespace NS]
+  convert <files or folders...>    plain ratelimit YAML files to RateLimitConfig manifests, one per domain
+      [--namespace NS] [--out DIR] [--merge-domain-config]
   explain --config <paths> --domain D --descriptor k=v[,k=v...] [--descriptor ...]
       [--format text|json] [--now UNIX_SECONDS] [--merge-domain-config]
   diff <old> <new>                 semantic difference of two config sets (markdown)
@@ -117,6 +121,58 @@ function validate(args: string[], io: Io): number {
     }
   }
   return errors === 0 ? 0 : 1;
+}
+
+function convert(args: string[], io: Io): number {
+  const { values, positionals } = parseArgs({
+    args,
+    options: { ...COMMON, out: { type: 'string' } },
+    allowPositionals: true,
+  });
+  const format = values.format ?? 'text';
+  if (!['text', 'annotations', 'github'].includes(format))
+    throw new UsageError(
+      `unknown --format ${format} (text, annotations or github: how refused input is reported)`,
+    );
+  if (positionals.length === 0) throw new UsageError('no files or folders given');
+  const sources = readSources(positionals);
+  const result = convertSources(sources, {
+    mergeDomainConfig: values['merge-domain-config'] ?? io.env.MERGE_DOMAIN_CONFIG === 'true',
+    ...(values.namespace === undefined ? {} : { namespace: values.namespace }),
+  });
+  if (!result.ok) {
+    if (result.message !== undefined) {
+      io.err(`ratelimit-config convert: ${result.message}\n`);
+      return 2;
+    }
+    const problems = result.set!.problems;
+    for (const p of problems) io.err(problemLine(p, format) + '\n');
+    const errors = problems.filter((p) => p.severity === 'error').length;
+    io.err(`convert: the config is invalid: ${errors} error(s); nothing written\n`);
+    return 1;
+  }
+  const { resources, check } = result;
+  if (resources.length === 0) {
+    io.err(`ratelimit-config convert: no ratelimit config document in ${positionals.join(', ')}\n`);
+    return 1;
+  }
+  for (const p of check.problems) {
+    const r = resources[p.document - 1];
+    io.err(
+      `convert: ${p.severity}: resource ${r?.name ?? '?'} (domain ${r?.domain ?? '?'}): ${p.field}: ${p.message}\n`,
+    );
+  }
+  if (values.out === undefined) {
+    io.out(resources.map((r) => r.yaml).join('---\n'));
+    return 0;
+  }
+  mkdirSync(values.out, { recursive: true });
+  for (const r of resources) {
+    const file = join(values.out, `${r.name}.yaml`);
+    writeFileSync(file, r.yaml);
+    io.err(`${file}: domain ${r.domain} from ${r.files.join(', ')}\n`);
+  }
+  return 0;
 }
 
 const REQUEST = {
@@ -267,6 +323,8 @@ export async function main(argv: readonly string[], io: Io = defaultIo): Promise
     switch (command) {
       case 'validate':
         return validate(rest, io);
+      case 'convert':
+        return convert(rest, io);
       case 'explain':
         return explain(rest, io);
       case 'diff':
