@@ -9,6 +9,7 @@ import { buildConfigSet, hasErrors, type ConfigSet, type Problem } from './confi
 import { convertSources } from './convert.js';
 import { CounterClient, formatReadings } from './counters.js';
 import { diffSets, formatDiffMarkdown } from './diff.js';
+import { envoyRateLimits, formatEnvoyYaml, parseMatch, type HeaderCondition } from './envoy.js';
 import { Explainer, formatExplanations, parseDescriptor } from './explain.js';
 import { readSources } from './sources.js';
 
@@ -34,6 +35,8 @@ export const USAGE = `usage: ratelimit-config <command> [options]
       [--namespace NS] [--out DIR] [--merge-domain-config]
   explain --config <paths> --domain D --descriptor k=v[,k=v...] [--descriptor ...]
       [--format text|json] [--now UNIX_SECONDS] [--merge-domain-config]
+  envoy --config <paths> [--domain D]   the Envoy route rate_limits that send the config's descriptors
+      [--header KEY=HEADER ...] [--generic-key KEY ...] [--match KEY=VALUE:HEADER[=TEXT|~TEXT] ...]
   diff <old> <new>                 semantic difference of two config sets (markdown)
       [--format markdown|json] [--merge-domain-config]
   counters get|reset --config <paths> --domain D --descriptor k=v[,k=v...] [--descriptor ...]
@@ -172,6 +175,70 @@ function convert(args: string[], io: Io): number {
     writeFileSync(file, r.yaml);
     io.err(`${file}: domain ${r.domain} from ${r.files.join(', ')}\n`);
   }
+  return 0;
+}
+
+function envoy(args: string[], io: Io): number {
+  const { values, positionals } = parseArgs({
+    args,
+    options: {
+      ...COMMON,
+      config: { type: 'string', multiple: true },
+      domain: { type: 'string' },
+      header: { type: 'string', multiple: true },
+      'generic-key': { type: 'string', multiple: true },
+      match: { type: 'string', multiple: true },
+    },
+    allowPositionals: false,
+  });
+  void positionals;
+  const headers = new Map<string, string>();
+  for (const pair of values.header ?? []) {
+    const eq = pair.indexOf('=');
+    if (eq <= 0 || eq === pair.length - 1) throw new UsageError(`--header ${pair}: expected KEY=HEADER`);
+    headers.set(pair.slice(0, eq), pair.slice(eq + 1).toLowerCase());
+  }
+  const matches = new Map<string, HeaderCondition>();
+  for (const spec of values.match ?? []) {
+    try {
+      const { keyValue, condition } = parseMatch(spec);
+      matches.set(keyValue, condition);
+    } catch (err) {
+      throw new UsageError((err as Error).message);
+    }
+  }
+  const set = loadSet(values.config ?? [], values, io);
+  if (!requireValid(set, 'envoy', io)) return 2;
+  const domains = [...set.domains.keys()];
+  const domain = values.domain ?? (domains.length === 1 ? domains[0]! : undefined);
+  if (domain === undefined)
+    throw new UsageError(
+      `--domain is required: the config has ${domains.length} domains (${domains.join(', ')})`,
+    );
+  if (!set.domains.has(domain)) {
+    io.err(`envoy: domain ${domain} is not in the config (domains: ${domains.join(', ') || 'none'})\n`);
+    return 2;
+  }
+  const { entries, unmapped } = envoyRateLimits(set, domain, {
+    headers,
+    genericKeys: new Set(values['generic-key'] ?? []),
+    matches,
+  });
+  if (unmapped.length > 0) {
+    const byKey = new Map<string, string[]>();
+    for (const u of unmapped) {
+      const line = `${u.path}: ${u.reason}`;
+      byKey.set(u.key, [...(byKey.get(u.key) ?? []), line]);
+    }
+    io.err(`envoy: no action for the key(s) ${[...byKey.keys()].join(', ')}:\n`);
+    for (const lines of byKey.values()) for (const l of lines) io.err(`  ${l}\n`);
+    io.err(
+      "give each a source: --header KEY=HEADER (the header's value), --generic-key KEY (the value in the " +
+        'config, a constant of the route) or --match KEY=VALUE:HEADER[=TEXT|~TEXT] (that value when the header matches)\n',
+    );
+    return 1;
+  }
+  io.out(formatEnvoyYaml(domain, entries));
   return 0;
 }
 
@@ -325,6 +392,8 @@ export async function main(argv: readonly string[], io: Io = defaultIo): Promise
         return validate(rest, io);
       case 'convert':
         return convert(rest, io);
+      case 'envoy':
+        return envoy(rest, io);
       case 'explain':
         return explain(rest, io);
       case 'diff':
