@@ -189,7 +189,7 @@ function manifestSet(
     if (first) {
       problems.add(
         src,
-        'metadata.name',
+        `${src.fieldPrefix.replace(/spec\.$/, '')}metadata.name`,
         `resource ${info.key} is also defined in ${first.file} (document ${first.index}); applying both keeps only the last`,
       );
       continue;
@@ -209,7 +209,7 @@ function manifestSet(
   for (const { domain, members, rejected, document } of resolveDomainClaims(claims)) {
     for (const r of rejected) {
       const src = r.claim.valid.src;
-      let field = 'spec.domain';
+      let field = `${src.fieldPrefix}domain`;
       if (r.reason === 'DescriptorConflict') {
         const j = r.claim.valid.descriptors.findIndex((d) => {
           const e = d as { key: string; value?: string };
@@ -236,7 +236,7 @@ function manifestSet(
       for (const path of fieldsLostOverXds(m.valid.src.document)) {
         problems.add(
           m.valid.src,
-          `spec.${path}`,
+          `${m.valid.src.fieldPrefix}${path}`,
           'not carried over xDS, so pods never see this field (the resource is served without it)',
           'warning',
         );
@@ -269,7 +269,7 @@ export function buildConfigSet(docs: readonly SourceDocument[], opts: ConfigSetO
       const src = served.origins[0]!.source;
       problems.add(
         src,
-        'spec.domain',
+        `${src.fieldPrefix}domain`,
         `domain "${domain}" is also defined by the plain config file ${file.origins[0]?.source.file ?? ''}; a service loads files or xDS resources, not both (this one is left out of explain and diff)`,
         'warning',
       );

@@ -1,14 +1,19 @@
-// ratelimit-config: validate, explain, diff and counters, on the service's own config model.
-// Exit status: 0 fine (diff: no change), 1 invalid config (validate), changes found (diff) or
-// nothing deleted (counters reset), 2 usage error, unreadable or invalid input where a valid config is needed, or Redis failure.
-import { readFileSync } from 'node:fs';
+// ratelimit-config: validate, convert, envoy, explain, diff and counters, on the service's own config model.
+// Exit status: 0 fine (diff: no change), 1 invalid config or nothing to check (validate, convert), a key
+// without a source (envoy), changes found (diff) or nothing deleted (counters reset), 2 usage error,
+// unreadable or invalid input where a valid config is needed, or Redis failure.
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { parseArgs, parseEnv } from 'node:util';
 import { loadSettings, type Settings } from '../settings/index.js';
 import { buildConfigSet, hasErrors, type ConfigSet, type Problem } from './config-set.js';
+import { convertSources } from './convert.js';
 import { CounterClient, formatReadings } from './counters.js';
 import { diffSets, formatDiffMarkdown } from './diff.js';
+import { envoyRateLimits, formatEnvoyYaml, parseMatch, type HeaderCondition } from './envoy.js';
 import { Explainer, formatExplanations, parseDescriptor } from './explain.js';
-import { readSources } from './sources.js';
+import { COMMAND_HELP, COMMANDS, packageVersion, suggest, USAGE, type Command } from './help.js';
+import { expandPaths, readSources, RLC_KIND } from './sources.js';
 
 export interface Io {
   out(text: string): void;
@@ -24,28 +29,27 @@ const defaultIo: Io = {
 
 class UsageError extends Error {}
 
-export const USAGE = `usage: ratelimit-config <command> [options]
+/** A failure already worded for the user, printed as it is (one line, no library internals). */
+class CliError extends Error {}
 
-  validate <files or folders...>   check plain ratelimit YAML files and RateLimitConfig manifests
-      [--format text|json|annotations|github] [--merge-domain-config] [--namespace NS]
-  explain --config <paths> --domain D --descriptor k=v[,k=v...] [--descriptor ...]
-      [--format text|json] [--now UNIX_SECONDS] [--merge-domain-config]
-  diff <old> <new>                 semantic difference of two config sets (markdown)
-      [--format markdown|json] [--merge-domain-config]
-  counters get|reset --config <paths> --domain D --descriptor k=v[,k=v...] [--descriptor ...]
-      [--env-file FILE] [--env NAME=VALUE ...] [--yes] [--format text|json]
-      Redis settings are the service's environment variables (REDIS_TYPE, REDIS_URL, REDIS_AUTH,
-      REDIS_TLS*, REDIS_PERSECOND*, CACHE_KEY_PREFIX, ...), from the environment, --env-file, --env.
-
-exit status: 0 ok / no change; 1 invalid config (validate) / changes (diff) / nothing deleted
-(counters reset); 2 usage or input error, or Redis failure
-`;
+export { USAGE };
 
 const COMMON = {
   format: { type: 'string' },
   'merge-domain-config': { type: 'boolean' },
   namespace: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
+} as const;
+
+const CONVERT_OPTIONS = { ...COMMON, out: { type: 'string' } } as const;
+
+const ENVOY_OPTIONS = {
+  ...COMMON,
+  config: { type: 'string', multiple: true },
+  domain: { type: 'string' },
+  header: { type: 'string', multiple: true },
+  'generic-key': { type: 'string', multiple: true },
+  match: { type: 'string', multiple: true },
 } as const;
 
 function problemLine(p: Problem, format: string): string {
@@ -88,7 +92,19 @@ function validate(args: string[], io: Io): number {
   const format = values.format ?? 'text';
   if (!['text', 'json', 'annotations', 'github'].includes(format))
     throw new UsageError(`unknown --format ${format}`);
+  if (positionals.length > 0 && expandPaths(positionals).length === 0) {
+    // Fails closed: a typo in a CI path must not pass as "nothing wrong".
+    io.err(`ratelimit-config validate: no YAML file (*.yaml, *.yml) in ${positionals.join(', ')}\n`);
+    return 1;
+  }
   const set = loadSet(positionals, values, io);
+  if (set.documents === set.skipped) {
+    io.err(
+      `ratelimit-config validate: no ratelimit config or ${RLC_KIND} in ${positionals.join(', ')}` +
+        ` (${set.documents} document(s), all empty or of other kinds)\n`,
+    );
+    return 1;
+  }
   const errors = set.problems.filter((p) => p.severity === 'error').length;
   const warnings = set.problems.length - errors;
   if (format === 'json') {
@@ -117,6 +133,106 @@ function validate(args: string[], io: Io): number {
     }
   }
   return errors === 0 ? 0 : 1;
+}
+
+function convert(args: string[], io: Io): number {
+  const { values, positionals } = parseArgs({ args, options: CONVERT_OPTIONS, allowPositionals: true });
+  const format = values.format ?? 'text';
+  if (!['text', 'annotations', 'github'].includes(format))
+    throw new UsageError(
+      `unknown --format ${format} (text, annotations or github: how refused input is reported)`,
+    );
+  if (positionals.length === 0) throw new UsageError('no files or folders given');
+  const sources = readSources(positionals);
+  const result = convertSources(sources, {
+    mergeDomainConfig: values['merge-domain-config'] ?? io.env.MERGE_DOMAIN_CONFIG === 'true',
+    ...(values.namespace === undefined ? {} : { namespace: values.namespace }),
+  });
+  if (!result.ok) {
+    if (result.message !== undefined) {
+      io.err(`ratelimit-config convert: ${result.message}\n`);
+      return 2;
+    }
+    const problems = result.set!.problems;
+    for (const p of problems) io.err(problemLine(p, format) + '\n');
+    const errors = problems.filter((p) => p.severity === 'error').length;
+    io.err(`convert: the config is invalid: ${errors} error(s); nothing written\n`);
+    return 1;
+  }
+  const { resources, check } = result;
+  if (resources.length === 0) {
+    io.err(`ratelimit-config convert: no ratelimit config document in ${positionals.join(', ')}\n`);
+    return 1;
+  }
+  for (const p of check.problems) {
+    const r = resources[p.document - 1];
+    io.err(
+      `convert: ${p.severity}: resource ${r?.name ?? '?'} (domain ${r?.domain ?? '?'}): ${p.field}: ${p.message}\n`,
+    );
+  }
+  if (values.out === undefined) {
+    io.out(resources.map((r) => r.yaml).join('---\n'));
+    return 0;
+  }
+  mkdirSync(values.out, { recursive: true });
+  for (const r of resources) {
+    const file = join(values.out, `${r.name}.yaml`);
+    writeFileSync(file, r.yaml);
+    io.err(`${file}: domain ${r.domain} from ${r.files.join(', ')}\n`);
+  }
+  return 0;
+}
+
+function envoy(args: string[], io: Io): number {
+  const { values } = parseArgs({ args, options: ENVOY_OPTIONS, allowPositionals: false });
+  const headers = new Map<string, string>();
+  for (const pair of values.header ?? []) {
+    const eq = pair.indexOf('=');
+    if (eq <= 0 || eq === pair.length - 1) throw new UsageError(`--header ${pair}: expected KEY=HEADER`);
+    headers.set(pair.slice(0, eq), pair.slice(eq + 1).toLowerCase());
+  }
+  const matches = new Map<string, HeaderCondition>();
+  for (const spec of values.match ?? []) {
+    try {
+      const { keyValue, condition } = parseMatch(spec);
+      matches.set(keyValue, condition);
+    } catch (err) {
+      throw new UsageError((err as Error).message);
+    }
+  }
+  const set = loadSet(values.config ?? [], values, io);
+  if (!requireValid(set, 'envoy', io)) return 2;
+  const domains = [...set.domains.keys()];
+  const domain = values.domain ?? (domains.length === 1 ? domains[0]! : undefined);
+  if (domain === undefined)
+    throw new UsageError(
+      `--domain is required: the config has ${domains.length} domains (${domains.join(', ')})`,
+    );
+  if (!set.domains.has(domain)) {
+    io.err(`envoy: domain ${domain} is not in the config (domains: ${domains.join(', ') || 'none'})\n`);
+    return 2;
+  }
+  const { entries, unmapped } = envoyRateLimits(set, domain, {
+    headers,
+    genericKeys: new Set(values['generic-key'] ?? []),
+    matches,
+  });
+  if (unmapped.length > 0) {
+    const byKey = new Map<string, string[]>();
+    for (const u of unmapped) {
+      const line = `${u.path}: ${u.reason}`;
+      byKey.set(u.key, [...(byKey.get(u.key) ?? []), line]);
+    }
+    io.err(`envoy: no action for the key(s) ${[...byKey.keys()].join(', ')}:\n`);
+    for (const lines of byKey.values()) for (const l of lines) io.err(`  ${l}\n`);
+    io.err(
+      "give each a source: --header KEY=HEADER (the header's value), --generic-key KEY (the value in the " +
+        'config, a constant of the route) or --match KEY=VALUE:HEADER[=TEXT|~TEXT] (that value when the header matches)\n',
+    );
+    return 1;
+  }
+  io.out(formatEnvoyYaml(domain, entries));
+  return 0;
 }
 
 const REQUEST = {
@@ -226,13 +342,44 @@ async function counters(args: string[], io: Io): Promise<number> {
     io.err('counters reset deletes the counters of the current window; add --yes to do it\n');
     return 2;
   }
-  const client = new CounterClient(settings);
+  const timeoutMs = values.timeout === undefined ? 10_000 : Number(values.timeout) * 1000;
+  if (!(timeoutMs > 0) || !Number.isFinite(timeoutMs))
+    throw new UsageError('--timeout must be a positive number of seconds');
+  const deadline = Date.now() + timeoutMs;
+  const within = `within ${timeoutMs / 1000} s`;
+  // Every attempt of the store is bounded by --timeout too (REDIS_TIMEOUT may be longer).
+  const bound = (r: Settings['redis']) => ({
+    ...r,
+    timeoutMs: r.timeoutMs > 0 ? Math.min(r.timeoutMs, timeoutMs) : timeoutMs,
+  });
+  const client = new CounterClient({
+    ...settings,
+    redis: bound(settings.redis),
+    redisPerSecondSettings: bound(settings.redisPerSecondSettings),
+  });
+  const where = (err: unknown) =>
+    errorText(err).includes('REDIS_PERSECOND_URL=')
+      ? settings.redisPerSecondSettings.url
+      : settings.redis.url;
   try {
-    const timeoutMs = values.timeout === undefined ? 10_000 : Number(values.timeout) * 1000;
-    if (!(timeoutMs > 0)) throw new UsageError('--timeout must be a positive number of seconds');
-    await client.start(timeoutMs);
-    // A Redis that accepts the connection and then stops answering must not hang the command.
-    const readings = await withDeadline(client.read(list, reset), timeoutMs, 'reading the counters');
+    try {
+      await withDeadline(client.start(timeoutMs), timeoutMs);
+    } catch (err) {
+      throw new CliError(
+        `ratelimit-config counters: cannot reach Redis at ${where(err)} ${within}${redisCause(err)}`,
+      );
+    }
+    let readings;
+    try {
+      // A Redis that accepts the connection and then stops answering must not hang the command.
+      readings = await withDeadline(client.read(list, reset), Math.max(1, deadline - Date.now()));
+    } catch (err) {
+      throw new CliError(
+        err instanceof DeadlineError
+          ? `ratelimit-config counters: no answer from Redis at ${where(err)} ${within}`
+          : `ratelimit-config counters: reading from Redis at ${where(err)} failed${redisCause(err) || `: ${firstLine(err)}`}`,
+      );
+    }
     if (format === 'json')
       io.out(JSON.stringify({ domain: values.domain, counters: readings }, null, 2) + '\n');
     else io.out(formatReadings(list, readings));
@@ -248,47 +395,160 @@ async function counters(args: string[], io: Io): Promise<number> {
     }
     return 0;
   } finally {
-    await client.close();
+    // Closing never holds the exit either.
+    await withDeadline(client.close(), 1000).catch(() => undefined);
   }
 }
 
-function withDeadline<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+class DeadlineError extends Error {}
+
+function withDeadline<T>(p: Promise<T>, ms: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const expired = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what}: no answer from redis within ${ms} ms`)), ms);
+    timer = setTimeout(() => reject(new DeadlineError(`no answer within ${ms} ms`)), ms);
   });
   return Promise.race([p, expired]).finally(() => clearTimeout(timer));
 }
 
+/** An error's message and the messages of its causes. */
+function errorText(err: unknown): string {
+  const parts: string[] = [];
+  for (let e: unknown = err, i = 0; e !== undefined && e !== null && i < 5; i++) {
+    parts.push(e instanceof Error ? e.message : String(e));
+    e = e instanceof Error ? e.cause : undefined;
+  }
+  return parts.join(' ');
+}
+
+function firstLine(err: unknown): string {
+  return (err instanceof Error ? err.message : String(err)).split('\n')[0]!.slice(0, 200);
+}
+
+/** Why Redis could not be reached, in words, when the error says (empty when it does not). */
+function redisCause(err: unknown): string {
+  const text = errorText(err);
+  const causes: [RegExp, string][] = [
+    [/ECONNREFUSED/, 'connection refused'],
+    [/ENOTFOUND|EAI_AGAIN/, 'host not found'],
+    [/WRONGPASS|NOAUTH|invalid password|invalid username-password/i, 'authentication failed'],
+    [/ENOENT/, 'no such socket'],
+    [/EHOSTUNREACH|ENETUNREACH/, 'host unreachable'],
+    [/certificate|SSL|TLS/, 'TLS handshake failed'],
+  ];
+  for (const [re, why] of causes) if (re.test(text)) return ` (${why})`;
+  return '';
+}
+
+const OPTIONS: Readonly<Record<Command, object>> = {
+  validate: COMMON,
+  convert: CONVERT_OPTIONS,
+  envoy: ENVOY_OPTIONS,
+  explain: REQUEST,
+  diff: COMMON,
+  counters: REQUEST,
+};
+
+function isCommand(word: string | undefined): word is Command {
+  return (COMMANDS as readonly (string | undefined)[]).includes(word);
+}
+
+/** `--help` / `-h` among a command's arguments (before a `--`). */
+function wantsHelp(args: readonly string[]): boolean {
+  for (const a of args) {
+    if (a === '--') return false;
+    if (a === '--help' || a === '-h') return true;
+  }
+  return false;
+}
+
+/** A usage error in one line, with a suggestion for a misspelt option, and where to find help. */
+function usageMessage(command: Command | undefined, err: Error & { code?: string }): string {
+  let message = err.message;
+  if (err.code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
+    const option = /'([^']+)'/.exec(message)?.[1] ?? '';
+    const names = command === undefined ? [] : Object.keys(OPTIONS[command]).map((o) => `--${o}`);
+    const near = option.startsWith('--') ? suggest(option, names) : undefined;
+    message = `unknown option ${option}${near === undefined ? '' : `; did you mean ${near}?`}`;
+  } else if (err.code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') {
+    message = message.replace(/^Option '(-[^ ']+)[^']*'.*argument missing$/, '$1 needs a value');
+  } else if (err.code === 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL') {
+    message = `unexpected argument ${/'([^']+)'/.exec(message)?.[1] ?? ''}`;
+  }
+  const where = command === undefined ? 'ratelimit-config' : `ratelimit-config ${command}`;
+  const help = command === undefined ? `'ratelimit-config --help'` : `'ratelimit-config ${command} --help'`;
+  return `${where}: ${message}\nSee ${help} for usage and examples.\n`;
+}
+
+/** A file system error as a person reads it (no errno, no syscall). */
+function fsMessage(err: Error & { code?: string; path?: string }): string | undefined {
+  const why: Record<string, string> = {
+    ENOENT: 'no such file or directory',
+    EACCES: 'permission denied',
+    ENOTDIR: 'not a directory',
+    EISDIR: 'is a directory',
+    ELOOP: 'too many symbolic links',
+  };
+  const text = err.code === undefined ? undefined : why[err.code];
+  return text === undefined || err.path === undefined ? undefined : `${err.path}: ${text}`;
+}
+
 /** Runs one command line; resolves with the exit status. */
 export async function main(argv: readonly string[], io: Io = defaultIo): Promise<number> {
-  const [command, ...rest] = argv;
+  const [first, ...rest] = argv;
+  const command = isCommand(first) ? first : undefined;
   try {
-    switch (command) {
+    if (command !== undefined && wantsHelp(rest)) {
+      io.out(COMMAND_HELP[command]);
+      return 0;
+    }
+    switch (first) {
       case 'validate':
         return validate(rest, io);
+      case 'convert':
+        return convert(rest, io);
+      case 'envoy':
+        return envoy(rest, io);
       case 'explain':
         return explain(rest, io);
       case 'diff':
         return diff(rest, io);
       case 'counters':
         return await counters(rest, io);
-      case undefined:
+      case '--version':
+      case 'version':
+        io.out(`ratelimit-config ${packageVersion()}\n`);
+        return 0;
+      case 'help':
+        if (rest[0] !== undefined) {
+          if (!isCommand(rest[0])) throw new UsageError(unknownCommand(rest[0]));
+          io.out(COMMAND_HELP[rest[0]]);
+          return 0;
+        }
+        io.out(USAGE);
+        return 0;
       case '-h':
       case '--help':
-      case 'help':
         io.out(USAGE);
-        return command === undefined ? 2 : 0;
+        return 0;
+      case undefined:
+        io.err(USAGE);
+        return 2;
       default:
-        throw new UsageError(`unknown command '${command}'`);
+        throw new UsageError(unknownCommand(first));
     }
   } catch (err) {
-    const e = err as Error & { code?: string };
-    if (err instanceof UsageError || e.code?.startsWith('ERR_PARSE_ARGS')) {
-      io.err(`ratelimit-config: ${e.message}\n\n${USAGE}`);
-    } else {
-      io.err(`ratelimit-config: ${e.message}\n`);
-    }
+    const e = err as Error & { code?: string; path?: string };
+    if (err instanceof UsageError || e.code?.startsWith('ERR_PARSE_ARGS')) io.err(usageMessage(command, e));
+    else if (err instanceof CliError) io.err(`${err.message}\n`);
+    else
+      io.err(`ratelimit-config${command === undefined ? '' : ` ${command}`}: ${fsMessage(e) ?? e.message}\n`);
     return 2;
   }
+}
+
+function unknownCommand(word: string): string {
+  const near = word.startsWith('-')
+    ? suggest(word, ['--help', '--version'])
+    : suggest(word, [...COMMANDS, 'help', 'version']);
+  return `unknown ${word.startsWith('-') ? 'option' : 'command'} '${word}'${near === undefined ? '' : `; did you mean ${near}?`}`;
 }

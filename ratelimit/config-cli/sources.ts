@@ -133,6 +133,39 @@ export interface ReadOptions {
   readonly namespace?: string;
 }
 
+/** A Kubernetes list: `kind: List` (kubectl's output) or `RateLimitConfigList`, with its items. */
+function isList(js: Record<string, unknown>): boolean {
+  return (js.kind === 'List' || js.kind === `${RLC_KIND}List`) && Array.isArray(js.items);
+}
+
+function other(file: string, index: number, locate: (field: string) => Position): SourceDocument {
+  return { file, index, kind: 'other', document: undefined, fieldPrefix: '', locate };
+}
+
+/** A RateLimitConfig (at `prefix` in its YAML document) as a source document; undefined for other kinds. */
+function resource(
+  file: string,
+  index: number,
+  js: unknown,
+  prefix: string,
+  locate: (field: string) => Position,
+  opts: ReadOptions,
+): SourceDocument | undefined {
+  if (!isObject(js) || js.kind !== RLC_KIND || typeof js.apiVersion !== 'string') return undefined;
+  if (!js.apiVersion.startsWith(`${RLC_GROUP}/`)) return undefined;
+  // spec without the operator's own field (operator/reconcile.ts specDocument).
+  const { mergeDomain: _merge, ...spec } = isObject(js.spec) ? js.spec : {};
+  return {
+    file,
+    index,
+    kind: 'manifest',
+    document: spec,
+    fieldPrefix: `${prefix}spec.`,
+    manifest: manifestInfo(js, opts.namespace ?? 'default'),
+    locate,
+  };
+}
+
 /** Reads one file's YAML stream into documents. */
 export function readSourceText(file: string, text: string, opts: ReadOptions = {}): SourceDocument[] {
   const lineCounter = new LineCounter();
@@ -178,22 +211,15 @@ export function readSourceText(file: string, text: string, opts: ReadOptions = {
       });
       return;
     }
-    if (isObject(js) && typeof js.kind === 'string' && typeof js.apiVersion === 'string') {
-      if (js.kind !== RLC_KIND || !js.apiVersion.startsWith(`${RLC_GROUP}/`)) {
-        out.push({ file, index, kind: 'other', document: undefined, fieldPrefix: '', locate });
-        return;
-      }
-      // spec without the operator's own field (operator/reconcile.ts specDocument).
-      const { mergeDomain: _merge, ...spec } = isObject(js.spec) ? js.spec : {};
-      out.push({
-        file,
-        index,
-        kind: 'manifest',
-        document: spec,
-        fieldPrefix: 'spec.',
-        manifest: manifestInfo(js, opts.namespace ?? 'default'),
-        locate,
+    if (isObject(js) && isList(js)) {
+      // `kubectl get rlc -A -o yaml`: each item is read as a document of its own.
+      (js.items as unknown[]).forEach((item, i) => {
+        out.push(resource(file, index, item, `items[${i}].`, locate, opts) ?? other(file, index, locate));
       });
+      return;
+    }
+    if (isObject(js) && typeof js.kind === 'string' && typeof js.apiVersion === 'string') {
+      out.push(resource(file, index, js, '', locate, opts) ?? other(file, index, locate));
       return;
     }
     out.push({ file, index, kind: 'config', document: js, fieldPrefix: '', locate });
