@@ -25,10 +25,24 @@ export const DEFAULT_REQUEST_BOUNDS: Readonly<RequestBounds> = Object.freeze({
   maxHitsAddend: 4294967295,
 });
 
+/**
+ * The protobuf fields one request message may hold, unknown fields included: what the descriptor and
+ * entry bounds allow (a descriptor is 1 field plus 3 for its limit and 2 for its hits_addend, an
+ * entry 3), doubled for room, so no request within the bounds comes near it. It bounds the decoder's
+ * walk over a message of millions of tiny or repeated fields.
+ */
+export function maxFields(b: RequestBounds): number {
+  return b.maxDescriptors * (b.maxEntries * 6 + 16) + 64;
+}
+
 // The refusal messages: each names the bound, its value and the setting that changes it.
 
 export function tooManyDescriptors(b: RequestBounds): string {
   return `more than ${b.maxDescriptors} descriptors in one request (REQUEST_MAX_DESCRIPTORS)`;
+}
+
+export function tooManyFields(max: number): string {
+  return `more than ${max} protobuf fields in one request (room for what REQUEST_MAX_DESCRIPTORS and REQUEST_MAX_DESCRIPTOR_ENTRIES allow)`;
 }
 
 export function tooManyEntries(b: RequestBounds, i: number): string {

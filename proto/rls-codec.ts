@@ -21,7 +21,9 @@ import {
   domainTooLong,
   hitsAddendOutOfRange,
   keyTooLong,
+  maxFields,
   type RequestBounds,
+  tooManyFields,
   tooManyDescriptors,
   tooManyEntries,
   valueTooLong,
@@ -109,14 +111,6 @@ export class ProtoReader {
     return start;
   }
 
-  /** The length of the length-delimited field at the reader's position; the reader does not move. */
-  peekLength(): number {
-    const pos = this.pos;
-    const len = this.varint();
-    this.pos = pos;
-    return len;
-  }
-
   /** A reader over the next length-delimited field (a nested message); this one moves past it. */
   nested(): ProtoReader {
     const start = this.span();
@@ -130,7 +124,11 @@ export class ProtoReader {
    */
   string(): string {
     const start = this.span();
-    const end = this.pos;
+    return this.utf8(start, this.pos);
+  }
+
+  /** buf[start, end) as a string, checked as string() checks it. */
+  utf8(start: number, end: number): string {
     const b = this.buf;
     for (let i = start; i < end; i++) {
       if (b[i]! >= 0x80) {
@@ -163,20 +161,32 @@ export class ProtoReader {
   }
 }
 
+// Fields left to read in the request being decoded (decoding is synchronous: one request at a time).
+// Every field counts, known or not, nested or not, so that 4 MiB of tiny or repeated fields stops
+// after a few thousand instead of being walked two million times.
+let fieldsLeft = 0;
+let fieldBudget = 0;
+
+function nextTag(r: ProtoReader): number {
+  if (--fieldsLeft < 0) throw new InvalidFieldError(tooManyFields(fieldBudget));
+  return r.varint();
+}
+
 function decodeEntry(sub: ProtoReader, b: RequestBounds, i: number, j: number): WireEntry {
   const out: WireEntry = {};
   while (sub.pos < sub.end) {
-    const tag = sub.varint();
+    const tag = nextTag(sub);
     const field = tag >>> 3;
     const wt = tag & 7;
     if (field === 1 && wt === 2) {
-      const len = sub.peekLength();
-      if (len > b.maxKeyBytes) throw new InvalidFieldError(keyTooLong(b, i, j, len));
-      out.key = sub.string();
+      const start = sub.span();
+      if (sub.pos - start > b.maxKeyBytes) throw new InvalidFieldError(keyTooLong(b, i, j, sub.pos - start));
+      out.key = sub.utf8(start, sub.pos);
     } else if (field === 2 && wt === 2) {
-      const len = sub.peekLength();
-      if (len > b.maxValueBytes) throw new InvalidFieldError(valueTooLong(b, i, j, len));
-      out.value = sub.string();
+      const start = sub.span();
+      if (sub.pos - start > b.maxValueBytes)
+        throw new InvalidFieldError(valueTooLong(b, i, j, sub.pos - start));
+      out.value = sub.utf8(start, sub.pos);
     } else sub.skip(wt);
   }
   return out;
@@ -188,7 +198,7 @@ function decodeLimit(
   out: { requestsPerUnit?: number; unit?: WireUnit | number },
 ): { requestsPerUnit?: number; unit?: WireUnit | number } {
   while (sub.pos < sub.end) {
-    const tag = sub.varint();
+    const tag = nextTag(sub);
     const field = tag >>> 3;
     const wt = tag & 7;
     if (field === 1 && wt === 0) out.requestsPerUnit = sub.uint32();
@@ -204,7 +214,7 @@ function decodeLimit(
 /** UInt64Value; a second occurrence of the field merges into the first. */
 function decodeUInt64Value(sub: ProtoReader, out: { value?: number | bigint }): { value?: number | bigint } {
   while (sub.pos < sub.end) {
-    const tag = sub.varint();
+    const tag = nextTag(sub);
     if (tag === 0x08) out.value = sub.uint64();
     else sub.skip(tag & 7);
   }
@@ -214,7 +224,7 @@ function decodeUInt64Value(sub: ProtoReader, out: { value?: number | bigint }): 
 function decodeDescriptor(sub: ProtoReader, b: RequestBounds, i: number): WireDescriptor {
   const out: WireDescriptor = {};
   while (sub.pos < sub.end) {
-    const tag = sub.varint();
+    const tag = nextTag(sub);
     const field = tag >>> 3;
     const wt = tag & 7;
     if (wt === 2 && field >= 1 && field <= 3) {
@@ -246,18 +256,20 @@ export function decodeRateLimitRequest(
 ): WireRateLimitRequest {
   const r = new ProtoReader(buf, 0, buf.length);
   const out: WireRateLimitRequest = {};
+  fieldsLeft = fieldBudget = maxFields(bounds);
   // A repeated singular field: the last occurrence wins, and only that one is turned into a string.
   let domainAt = -1;
+  let domainEnd = -1;
   while (r.pos < r.end) {
-    const tag = r.varint();
+    const tag = nextTag(r);
     const field = tag >>> 3;
     const wt = tag & 7;
     if (field === 1 && wt === 2) {
       if (domainAt < 0) out.domain = ''; // holds its place among the fields, as protobufjs orders them
-      domainAt = r.pos;
-      const len = r.peekLength();
-      if (len > bounds.maxKeyBytes) throw new InvalidFieldError(domainTooLong(bounds, len));
-      r.span();
+      domainAt = r.span();
+      domainEnd = r.pos;
+      if (domainEnd - domainAt > bounds.maxKeyBytes)
+        throw new InvalidFieldError(domainTooLong(bounds, domainEnd - domainAt));
     } else if (field === 2 && wt === 2) {
       const ds = (out.descriptors ??= []);
       if (ds.length >= bounds.maxDescriptors) throw new InvalidFieldError(tooManyDescriptors(bounds));
@@ -265,12 +277,7 @@ export function decodeRateLimitRequest(
     } else if (field === 3 && wt === 0) out.hitsAddend = r.uint32();
     else r.skip(wt);
   }
-  if (domainAt >= 0) {
-    const end = r.pos;
-    r.pos = domainAt;
-    out.domain = r.string();
-    r.pos = end;
-  }
+  if (domainAt >= 0) out.domain = r.utf8(domainAt, domainEnd);
   if (out.hitsAddend !== undefined && out.hitsAddend > bounds.maxHitsAddend)
     throw new InvalidFieldError(hitsAddendOutOfRange(bounds, 'hits_addend', out.hitsAddend));
   return out;

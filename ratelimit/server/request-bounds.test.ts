@@ -182,18 +182,38 @@ t.test(
   },
 );
 
-t.test('gRPC defaults: 64 descriptors decided, 65 and a 200,000-descriptor message refused', async (t) => {
-  const svc = await startTestApp({ files: { 'd.yaml': CONFIG } });
-  t.teardown(() => svc.close());
-  const client = new grpc.Client(svc.grpcAddress, grpc.credentials.createInsecure());
-  t.teardown(() => client.close());
-  t.equal((await rawCall(client, manyDescriptors(64))).code, grpc.status.OK);
-  for (const n of [65, 200_000]) {
-    const r = await rawCall(client, manyDescriptors(n));
-    t.equal(r.code, grpc.status.INVALID_ARGUMENT, `${n}: INVALID_ARGUMENT`);
-    t.match(r.details, /more than 64 descriptors in one request \(REQUEST_MAX_DESCRIPTORS\)/);
-  }
-});
+t.test(
+  'gRPC defaults: 64 descriptors decided; 65, 200,000 and millions of tiny fields refused',
+  async (t) => {
+    const svc = await startTestApp({ files: { 'd.yaml': CONFIG } });
+    t.teardown(() => svc.close());
+    const client = new grpc.Client(svc.grpcAddress, grpc.credentials.createInsecure());
+    t.teardown(() => client.close());
+    t.equal((await rawCall(client, manyDescriptors(64))).code, grpc.status.OK);
+    for (const n of [65, 200_000]) {
+      const r = await rawCall(client, manyDescriptors(n));
+      t.equal(r.code, grpc.status.INVALID_ARGUMENT, `${n}: INVALID_ARGUMENT`);
+      t.match(r.details, /more than 64 descriptors in one request \(REQUEST_MAX_DESCRIPTORS\)/);
+    }
+    // ~4 MB of two-byte fields the decoder would otherwise walk one by one: unknown ones, and one
+    // descriptor's limit repeated (each merged into the last).
+    const fill = (bytes: number[]) => Buffer.alloc(4_000_000, Buffer.from(bytes));
+    const walks: [string, Buffer][] = [
+      ['2,000,000 unknown fields', Buffer.concat([request([desc([entry('k', 'v')])]), fill([0x78, 0x01])])],
+      ['a limit repeated 2,000,000 times', request([desc([entry('k', 'v'), fill([0x12, 0x00])])])],
+    ];
+    for (const [what, bytes] of walks) {
+      const r = await rawCall(client, bytes);
+      t.equal(r.code, grpc.status.INVALID_ARGUMENT, `${what}: INVALID_ARGUMENT`);
+      t.match(r.details, /more than 13376 protobuf fields in one request \(.*REQUEST_MAX_DESCRIPTORS/);
+    }
+    // A request at the bounds is far from that: 64 descriptors of 32 entries, each with a limit.
+    const e32 = Array<Buffer>(32).fill(entry('k', 'v'));
+    const limit = ld(2, Buffer.from([0x08, 0x05, 0x10, 0x02]));
+    const full = rawCall(client, request(Array<Buffer>(64).fill(desc([...e32, limit], 1n)), { hits: 1 }));
+    t.equal((await full).code, grpc.status.OK, '64 descriptors of 32 entries and a limit: decided');
+  },
+);
 
 /** A gzip stream of `mib` MiB of zeros, made chunk by chunk (never the whole inflated size in memory). */
 async function gzipZeros(mib: number): Promise<Buffer> {
