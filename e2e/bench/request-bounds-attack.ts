@@ -7,6 +7,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { readFileSync, writeFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { Worker } from 'node:worker_threads';
 import { gzipSync } from 'node:zlib';
 import { SHOULD_RATE_LIMIT_PATH } from '../../proto/index.js';
 import { builtBin } from '../harness/dist.js';
@@ -82,7 +83,6 @@ try {
   const attacker = new grpc.Client(address, grpc.credentials.createInsecure(), {
     'grpc.max_send_message_length': -1,
   });
-  const victimClient = new grpc.Client(address, grpc.credentials.createInsecure());
   const call = (client: grpc.Client, bytes: Buffer) =>
     new Promise<string>((resolve) =>
       client.makeUnaryRequest(
@@ -97,27 +97,24 @@ try {
     const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${server.pid}/status`, 'utf8'));
     return Math.round(Number(m?.[1] ?? 0) / 1024);
   };
-  for (let i = 0; i < 200; i++) await call(victimClient, victimRequest); // warm up
+  const victim = new Worker(new URL('./request-bounds-victim.ts', import.meta.url), {
+    workerData: { address, request: victimRequest },
+  });
+  const report = (m: string) =>
+    new Promise<{ worst: number; calls: number }>((resolve) => {
+      victim.once('message', resolve);
+      victim.postMessage(m);
+    });
+  await new Promise((r) => setTimeout(r, 2000)); // warm up
+  const quiet = await report('reset');
 
   /** Runs `attack` while the victim calls in a loop; the victim's worst latency during it. */
   async function phase(name: string, attack: () => Promise<string[]>): Promise<void> {
-    let running = true;
-    let worst = 0;
-    let calls = 0;
-    const victim = (async () => {
-      while (running) {
-        const t0 = performance.now();
-        const r = await call(victimClient, victimRequest);
-        if (r !== 'OK') throw new Error(`victim: ${r}`);
-        worst = Math.max(worst, performance.now() - t0);
-        calls++;
-      }
-    })();
+    await report('reset');
     const t0 = performance.now();
     const answers = await attack();
     const took = performance.now() - t0;
-    running = false;
-    await victim;
+    const { worst, calls } = await report('reset');
     const distinct = [...new Set(answers)].map((a) => `${answers.filter((x) => x === a).length}x ${a}`);
     console.log(
       `${name}\n  answers: ${distinct.join(' | ')}\n  attack took ${took.toFixed(1)} ms; victim: ${calls} calls, ` +
@@ -125,6 +122,7 @@ try {
     );
   }
 
+  console.log(`victim alone for 2 s: ${quiet.calls} calls, worst ${quiet.worst.toFixed(1)} ms`);
   console.log(`bin: ${bin}; service peak RSS after warm-up ${hwmMb()} MB`);
   const big = manyDescriptors(200_000);
   await phase(`gRPC, ${big.length} bytes, 200,000 descriptors`, async () => [await call(attacker, big)]);
@@ -152,8 +150,8 @@ try {
     });
     return [`${res.status}: ${(await res.text()).slice(0, 90)}`];
   });
+  await report('stop');
   attacker.close();
-  victimClient.close();
 } finally {
   await server.stop();
   removeTempDir(root);
