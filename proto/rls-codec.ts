@@ -164,12 +164,17 @@ export class ProtoReader {
 // Fields left to read in the request being decoded (decoding is synchronous: one request at a time).
 // Every field counts, known or not, nested or not, so that 4 MiB of tiny or repeated fields stops
 // after a few thousand instead of being walked two million times.
-let fieldsLeft = 0;
-let fieldBudget = 0;
+// (A property, not a module-level `let`: V8 checks a `let` binding's initialisation at every access.)
+const fields = { left: 0, budget: 0 };
 
 function nextTag(r: ProtoReader): number {
-  if (--fieldsLeft < 0) throw new InvalidFieldError(tooManyFields(fieldBudget));
+  if (--fields.left < 0) fieldsExhausted();
   return r.varint();
+}
+
+// Out of line: nextTag stays small enough to be inlined into every decoding loop.
+function fieldsExhausted(): never {
+  throw new InvalidFieldError(tooManyFields(fields.budget));
 }
 
 function decodeEntry(sub: ProtoReader, b: RequestBounds, i: number, j: number): WireEntry {
@@ -256,7 +261,7 @@ export function decodeRateLimitRequest(
 ): WireRateLimitRequest {
   const r = new ProtoReader(buf, 0, buf.length);
   const out: WireRateLimitRequest = {};
-  fieldsLeft = fieldBudget = maxFields(bounds);
+  fields.left = fields.budget = maxFields(bounds);
   // A repeated singular field: the last occurrence wins, and only that one is turned into a string.
   let domainAt = -1;
   let domainEnd = -1;

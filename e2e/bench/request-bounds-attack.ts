@@ -140,9 +140,9 @@ try {
   ]);
   const json = JSON.stringify({
     domain: 'd',
-    descriptors: Array.from({ length: 20_000 }, () => ({ entries: [{ key: 'k', value: 'v'.repeat(20) }] })),
+    descriptors: Array.from({ length: 17_000 }, () => ({ entries: [{ key: 'k', value: 'v'.repeat(20) }] })),
   });
-  await phase(`/json, ${json.length} bytes, 20,000 descriptors (application/json)`, async () => {
+  await phase(`/json, ${json.length} bytes, 17,000 descriptors (application/json)`, async () => {
     const res = await fetch(`http://${LOOPBACK}:${httpPort}/json`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },

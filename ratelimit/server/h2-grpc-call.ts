@@ -197,7 +197,7 @@ class IncomingCall implements CallContext {
       trailersOnly(
         this.stream,
         Status.RESOURCE_EXHAUSTED,
-        `received message larger than max (${this.size - 5} vs. ${this.max})`,
+        `received message larger than max (${this.size - 5} vs. ${this.max}: GRPC_MAX_RECV_MSG_SIZE)`,
       );
       return;
     }
@@ -335,7 +335,7 @@ function unframe(body: Buffer, encoding: string | undefined, max: number): Buffe
   if (len > max)
     throw new GrpcStatusError(
       Status.RESOURCE_EXHAUSTED,
-      `received message larger than max (${len} vs. ${max})`,
+      `received message larger than max (${len} vs. ${max}: GRPC_MAX_RECV_MSG_SIZE)`,
     );
   if (body.length < 5 + len) throw new GrpcStatusError(Status.INTERNAL, 'truncated message');
   if (body.length > 5 + len)
