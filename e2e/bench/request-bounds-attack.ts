@@ -151,6 +151,7 @@ try {
     return [`${res.status}: ${(await res.text()).slice(0, 90)}`];
   });
   await report('stop');
+  await victim.terminate();
   attacker.close();
 } finally {
   await server.stop();
