@@ -6,3 +6,4 @@ export * from './rls-codec.js';
 export * from './units.js';
 export * from './struct.js';
 export * from './features.js';
+export * from './request-bounds.js';

@@ -8,7 +8,23 @@ import { isDeepStrictEqual } from 'node:util';
 import { LOADER_OPTIONS } from './loader.js';
 import { rateLimitServiceDefinition, RLS_PROTO_FILE, RLS_SERVICE_NAME } from './rls.js';
 import type { WireRateLimitRequest, WireRateLimitResponse } from './rls.js';
-import { decodeRateLimitRequest, encodeRateLimitResponse, InvalidFieldError } from './rls-codec.js';
+import {
+  decodeRateLimitRequest as decodeBounded,
+  encodeRateLimitResponse,
+  InvalidFieldError,
+} from './rls-codec.js';
+import type { RequestBounds } from './request-bounds.js';
+
+// The wire reading compared with protobufjs over the full value ranges: no request bounds here (they
+// are tested in request-bounds.test.ts).
+const NO_BOUNDS: RequestBounds = {
+  maxDescriptors: Infinity,
+  maxEntries: Infinity,
+  maxKeyBytes: Infinity,
+  maxValueBytes: Infinity,
+  maxHitsAddend: Infinity,
+};
+const decodeRateLimitRequest = (b: Buffer) => decodeBounded(b, NO_BOUNDS);
 
 const def = rateLimitServiceDefinition().ShouldRateLimit;
 const pbEncodeRequest = (r: unknown) => def.requestSerialize(r) as Buffer;

@@ -16,13 +16,26 @@ import type {
 } from './rls.js';
 import { isUtf8 } from 'node:buffer';
 import { RATELIMIT_UNIT_NAMES, RATELIMIT_UNIT_NUMBER } from './units.js';
+import {
+  DEFAULT_REQUEST_BOUNDS,
+  domainTooLong,
+  hitsAddendOutOfRange,
+  keyTooLong,
+  maxFields,
+  type RequestBounds,
+  tooManyFields,
+  tooManyDescriptors,
+  tooManyEntries,
+  valueTooLong,
+} from './request-bounds.js';
 
 const CODE_NUMBER: Record<WireCode, number> = { UNKNOWN: 0, OK: 1, OVER_LIMIT: 2 };
 
 // --- decoding -------------------------------------------------------------------------------------
 
 /**
- * A caller's bad value in a well-formed message (today: a string field that is not UTF-8). The gRPC
+ * A caller's bad value in a well-formed message (a string field that is not UTF-8, a request past one
+ * of the RequestBounds). The gRPC
  * server answers INVALID_ARGUMENT (`grpcCode`) instead of INTERNAL, as for a malformed message.
  */
 export class InvalidFieldError extends Error {
@@ -111,7 +124,11 @@ export class ProtoReader {
    */
   string(): string {
     const start = this.span();
-    const end = this.pos;
+    return this.utf8(start, this.pos);
+  }
+
+  /** buf[start, end) as a string, checked as string() checks it. */
+  utf8(start: number, end: number): string {
     const b = this.buf;
     for (let i = start; i < end; i++) {
       if (b[i]! >= 0x80) {
@@ -144,23 +161,49 @@ export class ProtoReader {
   }
 }
 
-function decodeEntry(sub: ProtoReader): WireEntry {
+// Fields left to read in the request being decoded (decoding is synchronous: one request at a time).
+// Every field counts, known or not, nested or not, so that 4 MiB of tiny or repeated fields stops
+// after a few thousand instead of being walked two million times.
+// (A property, not a module-level `let`: V8 checks a `let` binding's initialisation at every access.)
+const fields = { left: 0, budget: 0 };
+
+function nextTag(r: ProtoReader): number {
+  if (--fields.left < 0) fieldsExhausted();
+  return r.varint();
+}
+
+// Out of line: nextTag stays small enough to be inlined into every decoding loop.
+function fieldsExhausted(): never {
+  throw new InvalidFieldError(tooManyFields(fields.budget));
+}
+
+function decodeEntry(sub: ProtoReader, b: RequestBounds, i: number, j: number): WireEntry {
   const out: WireEntry = {};
   while (sub.pos < sub.end) {
-    const tag = sub.varint();
+    const tag = nextTag(sub);
     const field = tag >>> 3;
     const wt = tag & 7;
-    if (field === 1 && wt === 2) out.key = sub.string();
-    else if (field === 2 && wt === 2) out.value = sub.string();
-    else sub.skip(wt);
+    if (field === 1 && wt === 2) {
+      const start = sub.span();
+      if (sub.pos - start > b.maxKeyBytes) throw new InvalidFieldError(keyTooLong(b, i, j, sub.pos - start));
+      out.key = sub.utf8(start, sub.pos);
+    } else if (field === 2 && wt === 2) {
+      const start = sub.span();
+      if (sub.pos - start > b.maxValueBytes)
+        throw new InvalidFieldError(valueTooLong(b, i, j, sub.pos - start));
+      out.value = sub.utf8(start, sub.pos);
+    } else sub.skip(wt);
   }
   return out;
 }
 
-function decodeLimit(sub: ProtoReader): { requestsPerUnit?: number; unit?: WireUnit | number } {
-  const out: { requestsPerUnit?: number; unit?: WireUnit | number } = {};
+/** RateLimit override; a second occurrence of the field merges into the first (the protobuf rule). */
+function decodeLimit(
+  sub: ProtoReader,
+  out: { requestsPerUnit?: number; unit?: WireUnit | number },
+): { requestsPerUnit?: number; unit?: WireUnit | number } {
   while (sub.pos < sub.end) {
-    const tag = sub.varint();
+    const tag = nextTag(sub);
     const field = tag >>> 3;
     const wt = tag & 7;
     if (field === 1 && wt === 0) out.requestsPerUnit = sub.uint32();
@@ -173,54 +216,75 @@ function decodeLimit(sub: ProtoReader): { requestsPerUnit?: number; unit?: WireU
   return out;
 }
 
-function decodeUInt64Value(sub: ProtoReader): { value?: number | bigint } {
-  const out: { value?: number | bigint } = {};
+/** UInt64Value; a second occurrence of the field merges into the first. */
+function decodeUInt64Value(sub: ProtoReader, out: { value?: number | bigint }): { value?: number | bigint } {
   while (sub.pos < sub.end) {
-    const tag = sub.varint();
+    const tag = nextTag(sub);
     if (tag === 0x08) out.value = sub.uint64();
     else sub.skip(tag & 7);
   }
   return out;
 }
 
-function decodeDescriptor(sub: ProtoReader): WireDescriptor {
+function decodeDescriptor(sub: ProtoReader, b: RequestBounds, i: number): WireDescriptor {
   const out: WireDescriptor = {};
   while (sub.pos < sub.end) {
-    const tag = sub.varint();
+    const tag = nextTag(sub);
     const field = tag >>> 3;
     const wt = tag & 7;
     if (wt === 2 && field >= 1 && field <= 3) {
       const nested = sub.nested();
-      if (field === 1) (out.entries ??= []).push(decodeEntry(nested));
-      else if (field === 2) out.limit = mergeInto(out.limit, decodeLimit(nested));
-      else out.hitsAddend = mergeInto(out.hitsAddend, decodeUInt64Value(nested));
+      if (field === 1) {
+        const entries = (out.entries ??= []);
+        // Counted before the entry is decoded: a descriptor of a million entries stops here.
+        if (entries.length >= b.maxEntries) throw new InvalidFieldError(tooManyEntries(b, i));
+        entries.push(decodeEntry(nested, b, i, entries.length));
+      } else if (field === 2) out.limit = decodeLimit(nested, out.limit ?? {});
+      else out.hitsAddend = decodeUInt64Value(nested, out.hitsAddend ?? {});
     } else sub.skip(wt);
   }
+  const h = out.hitsAddend?.value;
+  if (h !== undefined && h > b.maxHitsAddend)
+    throw new InvalidFieldError(hitsAddendOutOfRange(b, `descriptors[${i}].hits_addend`, h));
   return out;
-}
-
-/** A singular message field seen twice is merged (the protobuf rule); usually it is seen once. */
-function mergeInto<T extends object>(prev: T | null | undefined, next: T): T {
-  return prev ? { ...prev, ...next } : next;
 }
 
 /**
  * RateLimitRequest from its bytes; throws on malformed input (the server answers INTERNAL) and
- * InvalidFieldError on a string that is not UTF-8 (INVALID_ARGUMENT).
+ * InvalidFieldError (INVALID_ARGUMENT) on a string that is not UTF-8 or a request past one of `bounds`.
+ * The bounds are checked as the message is read, so a message of 200,000 descriptors costs no more
+ * than one just past the bound: the decoder stops there.
  */
-export function decodeRateLimitRequest(buf: Buffer): WireRateLimitRequest {
+export function decodeRateLimitRequest(
+  buf: Buffer,
+  bounds: RequestBounds = DEFAULT_REQUEST_BOUNDS,
+): WireRateLimitRequest {
   const r = new ProtoReader(buf, 0, buf.length);
   const out: WireRateLimitRequest = {};
+  fields.left = fields.budget = maxFields(bounds);
+  // A repeated singular field: the last occurrence wins, and only that one is turned into a string.
+  let domainAt = -1;
+  let domainEnd = -1;
   while (r.pos < r.end) {
-    const tag = r.varint();
+    const tag = nextTag(r);
     const field = tag >>> 3;
     const wt = tag & 7;
-    if (field === 1 && wt === 2) out.domain = r.string();
-    else if (field === 2 && wt === 2) {
-      (out.descriptors ??= []).push(decodeDescriptor(r.nested()));
+    if (field === 1 && wt === 2) {
+      if (domainAt < 0) out.domain = ''; // holds its place among the fields, as protobufjs orders them
+      domainAt = r.span();
+      domainEnd = r.pos;
+      if (domainEnd - domainAt > bounds.maxKeyBytes)
+        throw new InvalidFieldError(domainTooLong(bounds, domainEnd - domainAt));
+    } else if (field === 2 && wt === 2) {
+      const ds = (out.descriptors ??= []);
+      if (ds.length >= bounds.maxDescriptors) throw new InvalidFieldError(tooManyDescriptors(bounds));
+      ds.push(decodeDescriptor(r.nested(), bounds, ds.length));
     } else if (field === 3 && wt === 0) out.hitsAddend = r.uint32();
     else r.skip(wt);
   }
+  if (domainAt >= 0) out.domain = r.utf8(domainAt, domainEnd);
+  if (out.hitsAddend !== undefined && out.hitsAddend > bounds.maxHitsAddend)
+    throw new InvalidFieldError(hitsAddendOutOfRange(bounds, 'hits_addend', out.hitsAddend));
   return out;
 }
 

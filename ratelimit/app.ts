@@ -261,6 +261,8 @@ export class RateLimitApp {
       logger: this.logger,
       host: s.host,
       port: s.port,
+      bodyLimit: s.httpMaxBodyBytes,
+      requestBounds: s.requestBounds,
     });
     this.grpc = new RateLimitGrpcServer({
       service: this.service,
@@ -274,6 +276,8 @@ export class RateLimitApp {
       maxConnectionAgeMs: s.grpcMaxConnectionAgeMs,
       maxConnectionAgeGraceMs: s.grpcMaxConnectionAgeGraceMs,
       maxReceiveMessageLength: s.grpcMaxRecvMsgSize,
+      maxDecompressedMessageLength: s.grpcMaxDecompressedMsgSize,
+      requestBounds: s.requestBounds,
       maxConcurrentStreams: s.grpcMaxConcurrentStreams,
       maxSessionMemoryMb: s.grpcMaxSessionMemoryMb,
       tls: s.grpcServerUseTls

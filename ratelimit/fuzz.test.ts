@@ -321,3 +321,162 @@ t.test('gRPC over the wire: well-formed requests never get INTERNAL/UNKNOWN; no 
   );
   t.pass(`${Math.ceil(RUNS / 4)} calls: ${[...codes].map(([c, n]) => `${c}x${n}`).join(' ')}`);
 });
+
+// --- request bounds (REQUEST_MAX_*) ---------------------------------------------------------------
+// Random requests around each bound, small bounds so that both sides are reached often: within every
+// bound a request is decided (OK or OVER_LIMIT, 200 or 429), past one it is refused with
+// INVALID_ARGUMENT (400) naming a bound it passes; never a 5xx, UNAVAILABLE, INTERNAL or cache error.
+const BOUNDS = { descriptors: 5, entries: 4, keyBytes: 12, valueBytes: 20, hits: 50 };
+const BOUND_ENV = {
+  REQUEST_MAX_DESCRIPTORS: String(BOUNDS.descriptors),
+  REQUEST_MAX_DESCRIPTOR_ENTRIES: String(BOUNDS.entries),
+  REQUEST_MAX_KEY_BYTES: String(BOUNDS.keyBytes),
+  REQUEST_MAX_VALUE_BYTES: String(BOUNDS.valueBytes),
+  REQUEST_MAX_HITS_ADDEND: String(BOUNDS.hits),
+};
+/** A string of exactly `bytes` UTF-8 bytes, ASCII and two-byte characters mixed. */
+const utf8Of = (bytes: number, first: string) =>
+  fc.array(fc.boolean(), { minLength: bytes, maxLength: bytes }).map((picks) => {
+    let s = first.slice(0, bytes);
+    let n = s.length;
+    for (const two of picks) {
+      if (n >= bytes) break;
+      if (two && n + 2 <= bytes) {
+        s += 'é';
+        n += 2;
+      } else {
+        s += 'a';
+        n += 1;
+      }
+    }
+    return s;
+  });
+/** Mostly within the bound, up to it; sometimes just past it. */
+const near = (bound: number, min = 1) =>
+  fc.oneof(
+    { arbitrary: fc.integer({ min, max: bound }), weight: 39 },
+    { arbitrary: fc.integer({ min: bound + 1, max: bound + 2 }), weight: 1 },
+  );
+const boundedRequest = fc.record({
+  domainBytes: fc.oneof(fc.constant(1), near(BOUNDS.keyBytes)),
+  hits: fc.option(near(BOUNDS.hits, 0), { nil: undefined }),
+  descriptors: near(BOUNDS.descriptors).chain((n) =>
+    fc.array(
+      fc.record({
+        entries: fc.array(
+          fc
+            .tuple(near(BOUNDS.keyBytes), near(BOUNDS.valueBytes, 0))
+            .chain(([k, v]) => fc.tuple(utf8Of(k, 'k'), utf8Of(v, ''))),
+          { minLength: 1, maxLength: BOUNDS.entries + 2 },
+        ),
+        hits: fc.option(near(BOUNDS.hits, 0), { nil: undefined }),
+      }),
+      { minLength: n, maxLength: n },
+    ),
+  ),
+});
+type BoundedRequest = typeof boundedRequest extends fc.Arbitrary<infer T> ? T : never;
+
+/** The settings of the bounds the request passes (empty: within all of them). */
+function passed(r: BoundedRequest): Set<string> {
+  const out = new Set<string>();
+  const bytes = (s: string) => Buffer.byteLength(s);
+  if (r.descriptors.length > BOUNDS.descriptors) out.add('REQUEST_MAX_DESCRIPTORS');
+  if (r.domainBytes > BOUNDS.keyBytes) out.add('REQUEST_MAX_KEY_BYTES');
+  if ((r.hits ?? 0) > BOUNDS.hits) out.add('REQUEST_MAX_HITS_ADDEND');
+  for (const d of r.descriptors) {
+    if (d.entries.length > BOUNDS.entries) out.add('REQUEST_MAX_DESCRIPTOR_ENTRIES');
+    if ((d.hits ?? 0) > BOUNDS.hits) out.add('REQUEST_MAX_HITS_ADDEND');
+    for (const [k, v] of d.entries) {
+      if (bytes(k) > BOUNDS.keyBytes) out.add('REQUEST_MAX_KEY_BYTES');
+      if (bytes(v) > BOUNDS.valueBytes) out.add('REQUEST_MAX_VALUE_BYTES');
+    }
+  }
+  return out;
+}
+
+function toWire(r: BoundedRequest) {
+  return {
+    domain: 'd'.repeat(r.domainBytes),
+    ...(r.hits === undefined ? {} : { hitsAddend: r.hits }),
+    descriptors: r.descriptors.map((d) => ({
+      entries: d.entries.map(([key, value]) => ({ key, value })),
+      ...(d.hits === undefined ? {} : { hitsAddend: { value: d.hits } }),
+    })),
+  };
+}
+
+/** The proto3 JSON form: a UInt64Value is a plain number there. */
+function toJson(r: BoundedRequest) {
+  const w = toWire(r);
+  return {
+    ...w,
+    descriptors: w.descriptors.map((d, i) => ({
+      entries: d.entries,
+      ...(r.descriptors[i]!.hits === undefined ? {} : { hitsAddend: r.descriptors[i]!.hits }),
+    })),
+  };
+}
+
+/** Decided when within every bound; refused naming one it passes otherwise. */
+function checkOutcome(r: BoundedRequest, refused: boolean, decided: boolean, message: string): void {
+  const over = passed(r);
+  if (over.size === 0 && !decided) throw new Error(`within the bounds, not decided: ${message}`);
+  if (over.size > 0) {
+    if (!refused) throw new Error(`past ${[...over].join(', ')}, not refused: ${message}`);
+    const named = /REQUEST_MAX_[A-Z_]+/.exec(message)?.[0];
+    if (!named || !over.has(named)) throw new Error(`past ${[...over].join(', ')}, refused with: ${message}`);
+  }
+}
+
+t.test('request bounds over gRPC: decided within them, INVALID_ARGUMENT naming one past them', async (t) => {
+  const svc = await startTestApp({ files: { 'd.yaml': CONFIG }, env: BOUND_ENV });
+  t.teardown(() => svc.close());
+  const client = new grpc.Client(svc.grpcAddress, grpc.credentials.createInsecure());
+  t.teardown(() => client.close());
+  let refusedCount = 0;
+  const runs = Math.ceil(RUNS / 4);
+  await fc.assert(
+    fc.asyncProperty(boundedRequest, async (r) => {
+      const bytes = def.requestSerialize(toWire(r)) as Buffer;
+      const a = await new Promise<{ code: number; details: string }>((resolve) =>
+        client.makeUnaryRequest(
+          SHOULD_RATE_LIMIT_PATH,
+          (b: Buffer) => b,
+          (b: Buffer) => b,
+          bytes,
+          (err) => resolve(err ? { code: err.code, details: err.details } : { code: 0, details: '' }),
+        ),
+      );
+      if (a.code === grpc.status.INVALID_ARGUMENT) refusedCount++;
+      checkOutcome(r, a.code === grpc.status.INVALID_ARGUMENT, a.code === 0, `${a.code} ${a.details}`);
+      return true;
+    }),
+    { ...params, numRuns: runs },
+  );
+  t.ok(refusedCount > 0 && refusedCount < runs, `${runs} requests, ${refusedCount} past a bound`);
+  t.equal(svc.app.stats.snapshot()['ratelimit.service.call.should_rate_limit.redis_error'] ?? 0, 0);
+});
+
+t.test('request bounds on /json: decided within them, 400 naming one past them', async (t) => {
+  const svc = await startTestApp({ files: { 'd.yaml': CONFIG }, env: BOUND_ENV });
+  t.teardown(() => svc.close());
+  const http = svc.app.http!.app;
+  let refusedCount = 0;
+  await fc.assert(
+    fc.asyncProperty(boundedRequest, fc.constantFrom('application/json', 'text/plain'), async (r, ct) => {
+      const res = await http.inject({
+        method: 'POST',
+        url: '/json',
+        payload: JSON.stringify(toJson(r)),
+        headers: { 'content-type': ct },
+      });
+      if (res.statusCode === 400) refusedCount++;
+      const decided = res.statusCode === 200 || res.statusCode === 429;
+      checkOutcome(r, res.statusCode === 400, decided, `${res.statusCode} ${res.body}`);
+      return true;
+    }),
+    params,
+  );
+  t.ok(refusedCount > 0 && refusedCount < RUNS, `${RUNS} bodies, ${refusedCount} past a bound`);
+});

@@ -2,6 +2,7 @@
 // node:http2 gRPC server of h2-grpc.ts (grpc-js' server cost more CPU per call than the whole decision).
 import type { Logger } from 'pino';
 import {
+  DEFAULT_REQUEST_BOUNDS,
   decodeRateLimitRequest,
   encodeRateLimitResponse,
   rateLimitServiceDefinition,
@@ -9,7 +10,7 @@ import {
   RLS_SERVICE_NAME,
   SHOULD_RATE_LIMIT_PATH,
 } from '../../proto/index.js';
-import type { WireRateLimitRequest, WireRateLimitResponse } from '../../proto/index.js';
+import type { RequestBounds, WireRateLimitRequest, WireRateLimitResponse } from '../../proto/index.js';
 import { CacheError } from '../limiter/index.js';
 import { type RateLimitService, ServiceError } from '../service/index.js';
 import type { Counter, StatsStore, Timer } from '../stats/index.js';
@@ -38,6 +39,10 @@ export interface GrpcServerOptions {
   maxConnectionAgeMs?: number;
   maxConnectionAgeGraceMs?: number;
   maxReceiveMessageLength?: number;
+  /** GRPC_MAX_DECOMPRESSED_MSG_SIZE: bytes a compressed request may inflate to. */
+  maxDecompressedMessageLength?: number;
+  /** REQUEST_MAX_*: what one request may ask for; past a bound, INVALID_ARGUMENT while decoding. */
+  requestBounds?: RequestBounds;
   /** GRPC_MAX_CONCURRENT_STREAMS and GRPC_MAX_SESSION_MEMORY_MB: per-connection bounds. */
   maxConcurrentStreams?: number;
   maxSessionMemoryMb?: number;
@@ -75,6 +80,7 @@ export class RateLimitGrpcServer {
     this.server = new H2GrpcServer({
       logger: opts.logger,
       maxReceiveMessageLength: opts.maxReceiveMessageLength ?? 4 * 1024 * 1024,
+      maxDecompressedMessageLength: opts.maxDecompressedMessageLength,
       maxConcurrentStreams: opts.maxConcurrentStreams,
       maxSessionMemoryMb: opts.maxSessionMemoryMb,
       maxConnectionAgeMs: opts.maxConnectionAgeMs,
@@ -86,8 +92,9 @@ export class RateLimitGrpcServer {
     const serialize = rateLimitServiceDefinition().ShouldRateLimit.responseSerialize as (
       r: WireRateLimitResponse,
     ) => Buffer;
+    const bounds = opts.requestBounds ?? DEFAULT_REQUEST_BOUNDS;
     this.server.addUnary<WireRateLimitRequest, WireRateLimitResponse>(SHOULD_RATE_LIMIT_PATH, {
-      decode: decodeRateLimitRequest,
+      decode: (buf) => decodeRateLimitRequest(buf, bounds),
       encode: (r) => encodeRateLimitResponse(r) ?? serialize(r),
       handle: (req, call) => this.shouldRateLimit(req, call),
     });

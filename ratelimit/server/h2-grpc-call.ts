@@ -7,7 +7,7 @@
 // the respond options and header objects are constants (node:http2 copies them).
 import type http2 from 'node:http2';
 import type { TLSSocket } from 'node:tls';
-import { gunzipSync, inflateSync } from 'node:zlib';
+import { createGunzip, createInflate, type Gunzip, type Inflate } from 'node:zlib';
 
 /** gRPC status codes (grpc/doc/statuscodes.md). */
 export const Status = {
@@ -149,9 +149,18 @@ export function startCall(
   entry: MethodEntry,
   encoding: string | undefined,
   maxReceiveMessageLength: number,
+  maxDecompressedLength: number,
   openStreams: Set<ServerStream<unknown>>,
 ): void {
-  const call = new IncomingCall(stream, headers, entry, encoding, maxReceiveMessageLength, openStreams);
+  const call = new IncomingCall(
+    stream,
+    headers,
+    entry,
+    encoding,
+    maxReceiveMessageLength,
+    maxDecompressedLength,
+    openStreams,
+  );
   (stream as CallStream)[CALL] = call;
   stream.on('error', ignoreError);
   stream.on('data', onCallData);
@@ -171,6 +180,7 @@ class IncomingCall implements CallContext {
     private readonly entry: MethodEntry,
     private readonly encoding: string | undefined,
     private readonly max: number,
+    private readonly maxDecompressed: number,
     private readonly openStreams: Set<ServerStream<unknown>>,
   ) {}
 
@@ -187,7 +197,7 @@ class IncomingCall implements CallContext {
       trailersOnly(
         this.stream,
         Status.RESOURCE_EXHAUSTED,
-        `received message larger than max (${this.size - 5} vs. ${this.max})`,
+        `received message larger than max (${this.size - 5} vs. ${this.max}: GRPC_MAX_RECV_MSG_SIZE)`,
       );
       return;
     }
@@ -197,16 +207,28 @@ class IncomingCall implements CallContext {
 
   end(): void {
     if (this.failed) return;
-    const stream = this.stream;
     const body = this.chunks ? Buffer.concat(this.chunks) : (this.first ?? Buffer.alloc(0));
     this.first = this.chunks = undefined;
-    let message: Buffer;
+    let payload: Buffer;
     try {
-      message = unframe(body, this.encoding, this.max);
+      payload = unframe(body, this.encoding, this.max);
     } catch (err) {
-      trailersOnly(stream, (err as GrpcStatusError).code ?? Status.INTERNAL, (err as Error).message);
+      trailersOnly(this.stream, (err as GrpcStatusError).code ?? Status.INTERNAL, (err as Error).message);
       return;
     }
+    if (body[0] === 0) {
+      this.decodeAndRun(payload);
+      return;
+    }
+    // Compressed (rare: Envoy does not compress its requests): inflated off the event loop, with a
+    // running cap on the output.
+    inflateCapped(payload, this.encoding as 'gzip' | 'deflate', this.maxDecompressed).then(
+      (message) => this.decodeAndRun(message),
+      (err: GrpcStatusError) => trailersOnly(this.stream, err.code, err.message),
+    );
+  }
+
+  private decodeAndRun(message: Buffer): void {
     const entry = this.entry;
     let req: unknown;
     try {
@@ -214,11 +236,11 @@ class IncomingCall implements CallContext {
     } catch (err) {
       // A caller's bad value in a well-formed message says so (grpcCode); malformed bytes are INTERNAL.
       const code = (err as { grpcCode?: number }).grpcCode ?? Status.INTERNAL;
-      trailersOnly(stream, code, `error parsing request: ${(err as Error).message}`);
+      trailersOnly(this.stream, code, `error parsing request: ${(err as Error).message}`);
       return;
     }
     if (entry.kind === 'unary') void this.runUnary(entry.m, req);
-    else runStreaming(entry.m, stream, req, this, this.openStreams);
+    else runStreaming(entry.m, this.stream, req, this, this.openStreams);
   }
 
   private async runUnary(m: UnaryMethod<unknown, unknown>, req: unknown): Promise<void> {
@@ -297,7 +319,10 @@ function runStreaming(
   }
 }
 
-/** The one message of a unary request body: its 5-byte prefix checked and, when flagged, decompressed. */
+/**
+ * The one message of a unary request body: its 5-byte prefix checked; the message bytes, still
+ * compressed when the flag (body[0]) is 1.
+ */
 function unframe(body: Buffer, encoding: string | undefined, max: number): Buffer {
   if (body.length < 5) {
     throw new GrpcStatusError(
@@ -310,27 +335,55 @@ function unframe(body: Buffer, encoding: string | undefined, max: number): Buffe
   if (len > max)
     throw new GrpcStatusError(
       Status.RESOURCE_EXHAUSTED,
-      `received message larger than max (${len} vs. ${max})`,
+      `received message larger than max (${len} vs. ${max}: GRPC_MAX_RECV_MSG_SIZE)`,
     );
   if (body.length < 5 + len) throw new GrpcStatusError(Status.INTERNAL, 'truncated message');
   if (body.length > 5 + len)
     throw new GrpcStatusError(Status.UNIMPLEMENTED, 'more than one request message in a unary call');
-  const payload = body.subarray(5);
-  if (flag === 0) return payload;
-  if (flag !== 1) throw new GrpcStatusError(Status.INTERNAL, `invalid message flag ${flag}`);
-  if (encoding === 'gzip' || encoding === 'deflate') {
-    try {
-      const out =
-        encoding === 'gzip'
-          ? gunzipSync(payload, { maxOutputLength: max })
-          : inflateSync(payload, { maxOutputLength: max });
-      return out;
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') {
-        throw new GrpcStatusError(Status.RESOURCE_EXHAUSTED, `decompressed message larger than max (${max})`);
+  if (flag !== 0 && flag !== 1) throw new GrpcStatusError(Status.INTERNAL, `invalid message flag ${flag}`);
+  if (flag === 1 && encoding !== 'gzip' && encoding !== 'deflate')
+    throw new GrpcStatusError(Status.INTERNAL, 'compressed message without grpc-encoding');
+  return body.subarray(5);
+}
+
+/**
+ * Inflates a gzip or deflate message in zlib's thread pool, counting the output as it comes: past
+ * `cap` bytes the inflater is destroyed at once (RESOURCE_EXHAUSTED naming the bound), so a small
+ * compressed bomb costs at most `cap` bytes and never a full inflate.
+ */
+export function inflateCapped(payload: Buffer, encoding: 'gzip' | 'deflate', cap: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const z: Gunzip | Inflate = encoding === 'gzip' ? createGunzip() : createInflate();
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let done = false;
+    z.on('data', (chunk: Buffer) => {
+      if (done) return;
+      size += chunk.length;
+      if (size > cap) {
+        done = true;
+        chunks.length = 0;
+        z.destroy();
+        reject(
+          new GrpcStatusError(
+            Status.RESOURCE_EXHAUSTED,
+            `decompressed message larger than max (more than ${cap} bytes: GRPC_MAX_DECOMPRESSED_MSG_SIZE)`,
+          ),
+        );
+        return;
       }
-      throw new GrpcStatusError(Status.INTERNAL, `cannot decompress message: ${(err as Error).message}`);
-    }
-  }
-  throw new GrpcStatusError(Status.INTERNAL, 'compressed message without grpc-encoding');
+      chunks.push(chunk);
+    });
+    z.on('error', (err) => {
+      if (done) return;
+      done = true;
+      reject(new GrpcStatusError(Status.INTERNAL, `cannot decompress message: ${err.message}`));
+    });
+    z.on('end', () => {
+      if (done) return;
+      done = true;
+      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
+    });
+    z.end(payload);
+  });
 }

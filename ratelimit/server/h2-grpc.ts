@@ -3,7 +3,8 @@
 // docs/benchmark.md). What it implements of the gRPC-over-HTTP/2 protocol:
 // - POST only (405 otherwise), content-type application/grpc[+proto|;...] (415 otherwise);
 // - length-prefixed messages, identity/gzip/deflate message encoding (grpc-encoding), a bounded size
-//   (RESOURCE_EXHAUSTED), exactly one request message for unary and server-streaming calls;
+//   (RESOURCE_EXHAUSTED), compressed messages inflated off the event loop with a running cap on their
+//   inflated size (RESOURCE_EXHAUSTED as soon as it passes), exactly one request message for unary and server-streaming calls;
 // - status in trailers (grpc-status, percent-encoded grpc-message), trailers-only responses for errors;
 // - unknown method: UNIMPLEMENTED; a stream the client cancelled is never written to;
 // - TLS and mutual TLS (certificate files re-read every 10 s), unix sockets, max connection age with
@@ -41,6 +42,8 @@ export {
 export interface H2GrpcServerOptions {
   logger: Logger;
   maxReceiveMessageLength: number;
+  /** Bytes a compressed message may inflate to (default: maxReceiveMessageLength). */
+  maxDecompressedMessageLength?: number;
   /** 0 or absent: connections live forever. */
   maxConnectionAgeMs?: number;
   maxConnectionAgeGraceMs?: number;
@@ -188,7 +191,15 @@ export class H2GrpcServer {
       });
       return;
     }
-    startCall(stream, headers, entry, encoding, this.opts.maxReceiveMessageLength, this.openStreams);
+    startCall(
+      stream,
+      headers,
+      entry,
+      encoding,
+      this.opts.maxReceiveMessageLength,
+      this.opts.maxDecompressedMessageLength ?? this.opts.maxReceiveMessageLength,
+      this.openStreams,
+    );
   }
 
   /**

@@ -1,6 +1,7 @@
 // The HTTP listener of the reference: POST /json (proto3 JSON in and out) and /healthcheck.
 import { isUtf8 } from 'node:buffer';
 import type { Logger } from 'pino';
+import type { RequestBounds } from '../../proto/index.js';
 import { FastifyListener } from './listener.js';
 import { CacheError } from '../limiter/index.js';
 import { type RateLimitService, ServiceError } from '../service/index.js';
@@ -13,23 +14,34 @@ export interface HttpServerOptions {
   logger: Logger;
   host: string;
   port: number;
-  /** Largest accepted body in bytes. */
+  /** HTTP_MAX_BODY_BYTES: largest accepted body in bytes (413 past it). */
   bodyLimit?: number;
+  /** REQUEST_MAX_*: what one request may ask for (400 past a bound). */
+  requestBounds?: RequestBounds;
 }
+
+const DEFAULT_BODY_LIMIT = 64 * 1024;
 
 export class RateLimitHttpServer extends FastifyListener {
   constructor(private readonly opts: HttpServerOptions) {
-    super({ name: 'HTTP', ...opts }, { bodyLimit: opts.bodyLimit ?? 1024 * 1024 });
-    // Body parse errors (bad JSON, wrong content type) are the client's: 400 with the reason.
-    this.app.setErrorHandler((err: Error & { statusCode?: number }, _req, reply) => {
+    const bodyLimit = opts.bodyLimit ?? DEFAULT_BODY_LIMIT;
+    super({ name: 'HTTP', ...opts }, { bodyLimit });
+    // Body parse errors (bad JSON, not UTF-8) are the client's: 400 with the reason; a body past the
+    // bound is 413, named with its setting. Fastify stops reading such a body when it passes the bound.
+    this.app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, _req, reply) => {
       const code = err.statusCode && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500;
       if (code === 500) opts.logger.error({ err }, 'http handler error');
-      reply.code(code).type('text/plain').send(err.message);
+      const message =
+        err.code === 'FST_ERR_CTP_BODY_TOO_LARGE'
+          ? `request body larger than ${bodyLimit} bytes (HTTP_MAX_BODY_BYTES)`
+          : err.message;
+      reply.code(code).type('text/plain').send(message);
     });
 
-    // Like the reference, /json takes the body as JSON whatever the content type says
-    // (curl -d sends application/x-www-form-urlencoded).
-    this.app.removeContentTypeParser('text/plain');
+    // Like the reference, /json takes the body as JSON whatever the content type says (curl -d sends
+    // application/x-www-form-urlencoded), and through this one parser whatever it says: fastify's own
+    // JSON parser (application/json) would read bytes that are not UTF-8 as U+FFFD.
+    this.app.removeAllContentTypeParsers();
     this.app.addContentTypeParser('*', { parseAs: 'buffer' }, (_req, body, done) => {
       try {
         // Bytes that are not UTF-8 would be read as U+FFFD (two values, one counter): the caller's error.
@@ -44,7 +56,7 @@ export class RateLimitHttpServer extends FastifyListener {
     this.app.post('/json', async (req, reply) => {
       let response;
       try {
-        response = await opts.service.shouldRateLimit(requestFromJson(req.body));
+        response = await opts.service.shouldRateLimit(requestFromJson(req.body, opts.requestBounds));
       } catch (err) {
         if (err instanceof ServiceError)
           return reply.code(err.httpStatus).type('text/plain').send(err.message);

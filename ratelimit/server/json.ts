@@ -1,10 +1,20 @@
 // The proto3 JSON mapping of RateLimitRequest and RateLimitResponse for POST /json.
 // Accepts both lowerCamelCase and original field names, as protojson does; rejects unknown fields.
-import type {
-  WireDescriptor,
-  WireDescriptorStatus,
-  WireRateLimitRequest,
-  WireRateLimitResponse,
+// The request bounds (REQUEST_MAX_*) are the gRPC decoder's, with the same messages.
+import {
+  DEFAULT_REQUEST_BOUNDS,
+  domainTooLong,
+  hitsAddendOutOfRange,
+  keyTooLong,
+  type RequestBounds,
+  tooManyDescriptors,
+  tooManyEntries,
+  utf8Over,
+  valueTooLong,
+  type WireDescriptor,
+  type WireDescriptorStatus,
+  type WireRateLimitRequest,
+  type WireRateLimitResponse,
 } from '../../proto/index.js';
 import { ServiceError } from '../service/index.js';
 
@@ -37,34 +47,59 @@ function str(v: unknown, where: string): string {
   return v;
 }
 
-function uint(v: unknown, where: string, max = 4294967295): number {
+/** An unsigned integer (a JSON number or a decimal string, as protojson takes uint64) up to `max`. */
+function uint(v: unknown, where: string, max: number, bounds?: RequestBounds): number {
   if (v === undefined || v === null) return 0;
   const n = typeof v === 'string' && /^\d{1,30}$/.test(v) ? Number(v) : v;
   if (typeof n !== 'number' || !Number.isInteger(n) || n < 0) {
     throw new ServiceError(`${where}: expected an unsigned integer`);
   }
-  if (n > max) throw new ServiceError(`${where}: ${String(v)} is out of range (at most ${max})`);
+  if (n > max) {
+    throw new ServiceError(
+      bounds
+        ? hitsAddendOutOfRange(bounds, where, String(v))
+        : `${where}: ${String(v)} is out of range (at most ${max})`,
+    );
+  }
   return n;
 }
 
-export function requestFromJson(body: unknown): WireRateLimitRequest {
+const MAX_UINT32 = 4294967295;
+
+export function requestFromJson(
+  body: unknown,
+  bounds: RequestBounds = DEFAULT_REQUEST_BOUNDS,
+): WireRateLimitRequest {
   if (!isObj(body)) throw new ServiceError('request body must be a JSON object');
   checkKeys(body, ['domain', 'descriptors', 'hitsAddend', 'hits_addend'], 'request');
   const descriptorsRaw = body.descriptors;
   if (descriptorsRaw !== undefined && descriptorsRaw !== null && !Array.isArray(descriptorsRaw)) {
     throw new ServiceError('descriptors: expected a list');
   }
-  const descriptors: WireDescriptor[] = ((descriptorsRaw as unknown[] | undefined) ?? []).map((d, i) => {
+  const list = (descriptorsRaw as unknown[] | undefined) ?? [];
+  if (list.length > bounds.maxDescriptors) throw new ServiceError(tooManyDescriptors(bounds));
+  const domain = str(body.domain, 'domain');
+  const domainBytes = utf8Over(domain, bounds.maxKeyBytes);
+  if (domainBytes) throw new ServiceError(domainTooLong(bounds, domainBytes));
+  const descriptors: WireDescriptor[] = list.map((d, i) => {
     const where = `descriptors[${i}]`;
     if (!isObj(d)) throw new ServiceError(`${where}: expected an object`);
     checkKeys(d, ['entries', 'limit', 'hitsAddend', 'hits_addend'], where);
-    if (d.entries !== undefined && !Array.isArray(d.entries))
+    if (d.entries !== undefined && d.entries !== null && !Array.isArray(d.entries))
       throw new ServiceError(`${where}.entries: expected a list`);
-    const entries = ((d.entries as unknown[] | undefined) ?? []).map((e, j) => {
+    const entriesRaw = (d.entries as unknown[] | undefined | null) ?? [];
+    if (entriesRaw.length > bounds.maxEntries) throw new ServiceError(tooManyEntries(bounds, i));
+    const entries = entriesRaw.map((e, j) => {
       const w = `${where}.entries[${j}]`;
       if (!isObj(e)) throw new ServiceError(`${w}: expected an object`);
       checkKeys(e, ['key', 'value'], w);
-      return { key: str(e.key, `${w}.key`), value: str(e.value, `${w}.value`) };
+      const key = str(e.key, `${w}.key`);
+      const keyBytes = utf8Over(key, bounds.maxKeyBytes);
+      if (keyBytes) throw new ServiceError(keyTooLong(bounds, i, j, keyBytes));
+      const value = str(e.value, `${w}.value`);
+      const valueBytes = utf8Over(value, bounds.maxValueBytes);
+      if (valueBytes) throw new ServiceError(valueTooLong(bounds, i, j, valueBytes));
+      return { key, value };
     });
     const out: WireDescriptor = { entries };
     if (d.limit !== undefined && d.limit !== null) {
@@ -75,20 +110,21 @@ export function requestFromJson(body: unknown): WireRateLimitRequest {
         requestsPerUnit: uint(
           field(d.limit, 'requestsPerUnit', 'requests_per_unit'),
           `${where}.limit.requestsPerUnit`,
+          MAX_UINT32,
         ),
         unit: (typeof unit === 'number' ? unit : str(unit, `${where}.limit.unit`) || 0) as never,
       };
     }
     const ha = field(d, 'hitsAddend', 'hits_addend');
     if (ha !== undefined && ha !== null) {
-      out.hitsAddend = { value: uint(ha, `${where}.hitsAddend`, Number.MAX_SAFE_INTEGER) };
+      out.hitsAddend = { value: uint(ha, `${where}.hits_addend`, bounds.maxHitsAddend, bounds) };
     }
     return out;
   });
   return {
-    domain: str(body.domain, 'domain'),
+    domain,
     descriptors,
-    hitsAddend: uint(field(body, 'hitsAddend', 'hits_addend'), 'hitsAddend'),
+    hitsAddend: uint(field(body, 'hitsAddend', 'hits_addend'), 'hits_addend', bounds.maxHitsAddend, bounds),
   };
 }
 

@@ -1,7 +1,7 @@
 // One typed settings object, parsed once from the environment at startup and passed down.
 // Names and defaults follow the reference service (envoyproxy/ratelimit src/settings/settings.go).
 import { FAILURE_MODES, type FailureMode } from '../config/types.js';
-import { XDS_MAX_MESSAGE_BYTES } from '../../proto/index.js';
+import { DEFAULT_REQUEST_BOUNDS, type RequestBounds, XDS_MAX_MESSAGE_BYTES } from '../../proto/index.js';
 import { DEFAULT_YAML_LIMITS, type YamlLimits } from '../config/yaml-source.js';
 import { EnvReader, SettingsError, type Env } from './env.js';
 import { DEFAULT_LOCAL_MAX_BYTES } from '../limiter/failure-mode.js';
@@ -60,6 +60,12 @@ export interface Settings {
   grpcMaxSessionMemoryMb: number;
   /** SHUTDOWN_DRAIN_TIMEOUT: how long SIGTERM lets calls in progress finish before connections are cut. */
   shutdownDrainMs: number;
+  /** GRPC_MAX_DECOMPRESSED_MSG_SIZE: bytes a compressed gRPC request may inflate to (checked while inflating). */
+  grpcMaxDecompressedMsgSize: number;
+  /** HTTP_MAX_BODY_BYTES: largest /json body. */
+  httpMaxBodyBytes: number;
+  /** REQUEST_MAX_*: what one rate limit request may ask for (gRPC and /json alike). */
+  requestBounds: RequestBounds;
 
   // logging
   logLevel: string;
@@ -218,6 +224,20 @@ export function loadSettings(env: Env = process.env): Settings {
     grpcMaxConcurrentStreams: r.int('GRPC_MAX_CONCURRENT_STREAMS', 1000, { min: 1, max: 2 ** 31 - 1 }),
     grpcMaxSessionMemoryMb: r.int('GRPC_MAX_SESSION_MEMORY_MB', 64, { min: 1 }),
     shutdownDrainMs: r.durationMs('SHUTDOWN_DRAIN_TIMEOUT', 10_000),
+    grpcMaxDecompressedMsgSize: r.int('GRPC_MAX_DECOMPRESSED_MSG_SIZE', 64 * 1024, { min: 1024 }),
+    httpMaxBodyBytes: r.int('HTTP_MAX_BODY_BYTES', 64 * 1024, { min: 1024 }),
+    requestBounds: {
+      maxDescriptors: r.int('REQUEST_MAX_DESCRIPTORS', DEFAULT_REQUEST_BOUNDS.maxDescriptors, { min: 1 }),
+      maxEntries: r.int('REQUEST_MAX_DESCRIPTOR_ENTRIES', DEFAULT_REQUEST_BOUNDS.maxEntries, { min: 1 }),
+      maxKeyBytes: r.int('REQUEST_MAX_KEY_BYTES', DEFAULT_REQUEST_BOUNDS.maxKeyBytes, { min: 1 }),
+      maxValueBytes: r.int('REQUEST_MAX_VALUE_BYTES', DEFAULT_REQUEST_BOUNDS.maxValueBytes, { min: 1 }),
+      // At most 2^32-1: above it an addend is over any (uint32) limit by itself, and it keeps a
+      // window's sum exact in a double for over two million such hits (docs/decisions/003).
+      maxHitsAddend: r.int('REQUEST_MAX_HITS_ADDEND', DEFAULT_REQUEST_BOUNDS.maxHitsAddend, {
+        min: 1,
+        max: 4294967295,
+      }),
+    },
 
     logLevel: r.string('LOG_LEVEL', 'WARN'),
     logFormat: r.oneOf('LOG_FORMAT', 'text', ['text', 'json'] as const),
