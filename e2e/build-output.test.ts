@@ -31,9 +31,11 @@ t.test('every bin of the package runs from dist/', async (t) => {
   const pkg = JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8'));
   for (const [name, path] of Object.entries<string>(pkg.bin)) {
     const text = readFileSync(join(REPO_ROOT, path), 'utf8');
-    const target = /import '\.\.\/(dist\/[^']+)'/.exec(text)?.[1];
-    t.ok(target, `${name} imports a module of dist/`);
-    if (target) t.ok(statSync(join(REPO_ROOT, target)).isFile(), `${name}: ${target} is built`);
+    // `import '../dist/…'`, or `await import('../dist/…')` where the bin answers --help first.
+    const targets = [...text.matchAll(/import\(?'\.\.\/(dist\/[^']+)'/g)].map((m) => m[1]!);
+    t.ok(targets.length > 0, `${name} imports a module of dist/`);
+    for (const target of targets)
+      t.ok(statSync(join(REPO_ROOT, target)).isFile(), `${name}: ${target} is built`);
   }
   t.notOk('papers' in pkg.bin, 'the papers bin belongs to the papers workspace');
 });
