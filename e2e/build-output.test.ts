@@ -32,7 +32,7 @@ t.test('every bin of the package runs from dist/', async (t) => {
   for (const [name, path] of Object.entries<string>(pkg.bin)) {
     const text = readFileSync(join(REPO_ROOT, path), 'utf8');
     // `import '../dist/…'`, or `await import('../dist/…')` where the bin answers --help first.
-    const targets = [...text.matchAll(/import\(?'\.\.\/(dist\/[^']+)'/g)].map((m) => m[1]!);
+    const targets = [...text.matchAll(/import\s*\(?'\.\.\/(dist\/[^']+)'/g)].map((m) => m[1]!);
     t.ok(targets.length > 0, `${name} imports a module of dist/`);
     for (const target of targets)
       t.ok(statSync(join(REPO_ROOT, target)).isFile(), `${name}: ${target} is built`);
