@@ -19,7 +19,7 @@ const SLACK = 1e-9;
  * (stride a multiple of 16) starting at byte `codes`, the i32 dot product with the `stride` codes at `query`
  * into the i32 array at `out`. Hand-assembled; the text form is in the comments.
  */
-function kernelBytes(memoryPages: number): Uint8Array {
+function kernelBytes(memoryPages: number): Uint8Array<ArrayBuffer> {
   const u32 = (v: number): number[] => {
     const out: number[] = [];
     do {
