@@ -77,7 +77,8 @@ t.test('int8 first pass + exact re-rank = full scan, on generated data', async (
       ({ shape, seed, n, dim }) => {
         const rows = shapes[shape](seed, n, dim);
         const exact = new ExactIndex(rows, dim, 'cosine');
-        const fast = new Int8Index(exact);
+        // Never handing large k to the full scan, so the first pass is what is tested at every k.
+        const fast = new Int8Index(exact, Infinity);
         const r = rng(seed ^ 0x5bd1e995);
         for (let j = 0; j < 12; j++) {
           const q = query(rows, dim, r, j % 5);
@@ -153,4 +154,14 @@ t.test('input checks are the full scan', async (t) => {
     [1, 2],
   );
   t.throws(() => new Int8Index(new ExactIndex([[1, 2]], 2, 'euclidean')), /cosine/);
+});
+
+t.test('a large k goes to the full scan, with the same answer', async (t) => {
+  const rows = shapes.clustered(5, 400, 32);
+  const exact = new ExactIndex(rows, 32, 'cosine');
+  const fast = new Int8Index(exact);
+  t.same(fast.search(rows[7], 99), exact.search(rows[7], 99));
+  t.ok(fast.lastCandidates < 400, 'k below a quarter of the rows: first pass');
+  t.same(fast.search(rows[7], 100), exact.search(rows[7], 100));
+  t.equal(fast.lastCandidates, 400, 'k at a quarter of the rows: full scan');
 });

@@ -163,7 +163,14 @@ export class Int8Index {
   /** Candidates of the last search (for the benchmark and tests). */
   lastCandidates = 0;
 
-  constructor(readonly exact: ExactIndex) {
+  /**
+   * @param fullScanAt a search for k ≥ this fraction of the rows runs the full scan instead (same answer): with
+   *   that many results almost every row is a candidate, and the first pass would only add to the scan.
+   */
+  constructor(
+    readonly exact: ExactIndex,
+    readonly fullScanAt = 0.25,
+  ) {
     if (exact.metric !== 'cosine') throw new Error('Int8Index is for cosine indexes');
     const n = (this.size = exact.size);
     const dim = (this.dim = exact.dim);
@@ -195,12 +202,16 @@ export class Int8Index {
       }
       if (!Number.isFinite(max)) unbounded = true;
       const s = max / 127;
+      // Any code in -127..127 is sound (the bound uses the actual residual); x·(127/max) rounds to one.
+      const inv = s > 0 ? 127 / max : 0;
+      const codes = this.codes;
+      const base = i * stride;
       let r2 = 0;
       let x2 = 0;
       for (let d = 0; d < dim; d++) {
         const x = data[off + d];
-        const c = s > 0 ? Math.round(x / s) : 0;
-        this.codes[i * stride + d] = c;
+        const c = Math.round(x * inv);
+        codes[base + d] = c;
         const r = x - c * s;
         r2 += r * r;
         x2 += x * x;
@@ -218,6 +229,10 @@ export class Int8Index {
     const q = exact.prepareQuery(query);
     k = exact.clampK(k, exclude);
     if (k === 0) return [];
+    if (k >= this.fullScanAt * n) {
+      this.lastCandidates = n;
+      return exact.search(query, k, exclude);
+    }
     // Quantise the query the same way as the rows.
     let max = 0;
     for (let d = 0; d < dim; d++) max = Math.max(max, Math.abs(q[d]));
