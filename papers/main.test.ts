@@ -78,6 +78,9 @@ t.test('refuses a bad PAPERS_SEARCH_QUEUE', async (t) => {
   t.teardown(() => void p.child.kill('SIGKILL'));
   let err = '';
   p.child.stderr.on('data', (d: Buffer) => (err += d.toString()));
-  t.equal(await p.exited, 1);
+  const deadline = new Promise<string>((r) =>
+    setTimeout(() => r('still running after 60 s'), 60_000).unref(),
+  );
+  t.equal(await Promise.race([p.exited, deadline]), 1);
   t.match(err, /PAPERS_SEARCH_QUEUE must be a whole number >= 1, got 0/);
 });
