@@ -2,8 +2,9 @@
 // per embedding kind and dimensionality.
 import { readFile } from 'node:fs/promises';
 import { GloveEmbedder, GloveVectors, HashedEmbedder, SPECTER_DIM } from './embed.js';
-import { ExactIndex } from './knn.js';
+import { ExactIndex, type Hit } from './knn.js';
 import { pca2 } from './pca.js';
+import { Searcher } from './searcher.js';
 import { normTitle } from './text.js';
 
 export const EMBEDDINGS = ['glove', 'specter'] as const;
@@ -150,6 +151,8 @@ export class Store {
   readonly byTitle = new Map<string, number>();
   readonly byKeyword = new Map<string, number[]>();
   readonly index = {} as Record<Embedding, Record<Dimensions, ExactIndex>>;
+  /** Runs the searches: in a worker thread once `searcher.start()` has succeeded, else in this thread. */
+  readonly searcher: Searcher;
 
   constructor(
     readonly papers: Paper[],
@@ -177,6 +180,20 @@ export class Store {
         `index created for ${kind}`,
       );
     }
+    this.searcher = new Searcher(
+      new Map(EMBEDDINGS.flatMap((k) => (['nD', '2D'] as const).map((d) => [`${k}/${d}`, this.index[k][d]]))),
+    );
+  }
+
+  /** The k nearest papers to `query` in one index, without `exclude`: the index's exact answer. */
+  search(
+    kind: Embedding,
+    dims: Dimensions,
+    query: ArrayLike<number>,
+    k: number,
+    exclude?: number[],
+  ): Promise<Hit[]> {
+    return this.searcher.search(`${kind}/${dims}`, query, k, exclude);
   }
 
   /** Resolves IDs or titles to paper indices (in input order, without repeats) and lists the unmatched ones. */

@@ -72,3 +72,15 @@ t.test('exits non-zero when the data cannot be loaded', async (t) => {
   t.equal(await p.exited, 1);
   t.ok(p.lines.some((l) => l.msg === 'loading papers failed' && /ENOENT/.test(l.err?.message)));
 });
+
+t.test('refuses a bad PAPERS_SEARCH_QUEUE', async (t) => {
+  const p = run({ PAPERS_SEARCH_QUEUE: '0' });
+  t.teardown(() => void p.child.kill('SIGKILL'));
+  let err = '';
+  p.child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+  const deadline = new Promise<string>((r) =>
+    setTimeout(() => r('still running after 60 s'), 60_000).unref(),
+  );
+  t.equal(await Promise.race([p.exited, deadline]), 1);
+  t.match(err, /PAPERS_SEARCH_QUEUE must be a whole number >= 1, got 0/);
+});

@@ -10,9 +10,13 @@ export async function main(env = process.env): Promise<void> {
   const host = env.HOST ?? '0.0.0.0';
   const source = env.PAPERS_DATA || DEFAULT_DATA;
   const embedder = env.SPECTER_URL ? remoteSpecter(env.SPECTER_URL) : localSpecter();
+  const queue = Number(env.PAPERS_SEARCH_QUEUE ?? 256);
+  if (!Number.isInteger(queue) || queue < 1)
+    throw new Error(`PAPERS_SEARCH_QUEUE must be a whole number >= 1, got ${env.PAPERS_SEARCH_QUEUE}`);
   const app = await buildApp({
     logger: { level: env.LOG_LEVEL ?? 'info' },
     embedder,
+    maxPendingSearches: queue,
     load: (log) => loadStore(source, log),
     onLoadError: () => {
       process.exitCode = 1;

@@ -5,6 +5,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyServ
 import type { ErrorObject } from 'ajv';
 import { type AbstractEmbedder, localSpecter } from './embed.js';
 import { type Dimensions, type Embedding, type Paper, Store } from './data.js';
+import { SearchQueueFull } from './searcher.js';
 import { PUBLIC_DIR } from './paths.js';
 import { normTitle } from './text.js';
 
@@ -15,6 +16,10 @@ export interface AppOptions {
   logger?: FastifyServerOptions['logger'];
   /** Called if loading fails (the bin exits). */
   onLoadError?: (err: Error) => void;
+  /** Run similarity searches in a worker thread (default), or in the server thread. */
+  searchWorker?: boolean;
+  /** Searches waiting for the worker, at most; more answer 503 (default 256). */
+  maxPendingSearches?: number;
 }
 
 type PublicPaper = Omit<Paper, 'glove_embedding' | 'specter_embedding'>;
@@ -218,6 +223,22 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
   });
 
   const need = () => store as Store;
+  const search = async (
+    s: Store,
+    kind: Embedding,
+    dims: Dimensions,
+    q: ArrayLike<number>,
+    k: number,
+    ex?: number[],
+  ) => {
+    try {
+      return await s.search(kind, dims, q, k, ex);
+    } catch (e) {
+      if (e instanceof SearchQueueFull)
+        throw new HttpError(503, `too many searches waiting, try again shortly`);
+      throw e;
+    }
+  };
   const out = (s: Store, hits: { index: number; distance: number; similarity: number }[]): Result[] =>
     hits.map((h, r) => ({
       ...publicPaper(s.papers[h.index]),
@@ -283,7 +304,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       const dim = index.dim;
       const q = new Float64Array(dim);
       for (const i of found) for (let d = 0; d < dim; d++) q[d] += s.papers[i][key][d] / found.length;
-      const hits = index.search(q, limit, new Set(found));
+      const hits = await search(s, embedding, dimensions, q, limit, found);
       const results = out(
         s,
         hits.map((h) => ({ ...h, similarity: index.similarity(h.distance) })),
@@ -344,7 +365,7 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
       const index = s.index.specter.nD;
       if (v.length !== index.dim)
         throw new HttpError(502, `embedder returned ${v.length} values, the specter index has ${index.dim}`);
-      const hits = index.search(v, req.body.limit);
+      const hits = await search(s, 'specter', 'nD', v, req.body.limit);
       const results = out(
         s,
         hits.map((h) => ({ ...h, similarity: index.similarity(h.distance) })),
@@ -371,12 +392,21 @@ export async function buildApp(opts: AppOptions): Promise<FastifyInstance> {
     },
   );
 
+  let closed = false;
+  app.addHook('onClose', async () => {
+    closed = true;
+    await store?.searcher.close();
+  });
+
   // Start loading once the caller has had a chance to listen, so the API can answer 503 meanwhile.
   setImmediate(() => void startLoading());
   const startLoading = () =>
     opts
       .load(app.log)
-      .then((s) => {
+      .then(async (s) => {
+        s.searcher.maxPending = opts.maxPendingSearches ?? 256;
+        if ((opts.searchWorker ?? true) && !closed) await s.searcher.start(app.log);
+        if (closed) await s.searcher.close();
         store = s;
         state = 'ready';
       })
