@@ -2,7 +2,12 @@
 // start), for every load shape (its connection count) and driver; rounds interleaved.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { OURS_LOOP_PROBE_FILE, probeTimeOrigin, readProbe, startJitterProbes } from '../harness/loop-probe.js';
+import {
+  OURS_LOOP_PROBE_FILE,
+  probeTimeOrigin,
+  readProbe,
+  startJitterProbes,
+} from '../harness/loop-probe.js';
 import type { BenchOptions } from '../options.js';
 import type { Figure } from '../report/table.js';
 import type { BenchResults } from '../report/results.js';

@@ -6,7 +6,14 @@ import { measure, type Sample } from '../harness/measure.js';
 import type { BenchOptions } from '../options.js';
 import type { Figure, TargetRule } from '../report/table.js';
 import type { BenchResults } from '../report/results.js';
-import { COUNT_TOLERANCE, driverOf, figureAdder, shapeOf, variantLabel, variantsOf } from '../report/figures.js';
+import {
+  COUNT_TOLERANCE,
+  driverOf,
+  figureAdder,
+  shapeOf,
+  variantLabel,
+  variantsOf,
+} from '../report/figures.js';
 import { WORKLOAD_TITLES, type WorkloadName } from '../load/workloads.js';
 import { AUX_CPUS, measureVariant, type Phase, type PhaseContext } from './phase.js';
 
