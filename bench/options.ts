@@ -2,7 +2,6 @@
 // Every option is documented in bench/README.md.
 import { join } from 'node:path';
 import { DEFAULT_SHAPES, DRIVER_NAMES, parseShapes, type DriverName, type Shape } from './harness/drivers.js';
-import { PHASE_NAMES } from './phases/index.js';
 import { REPO_ROOT } from './harness/services.js';
 import { WORKLOADS, type WorkloadName } from './load/workloads.js';
 
@@ -49,14 +48,18 @@ export function argValue(argv: string[], name: string): string | undefined {
   return argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
 }
 
-export function parseArgs(argv: string[]): BenchOptions {
+/**
+ * The options of `argv`. `phaseNames` are the phases `--phases=` may name (run.ts passes its registry's
+ * names, so this file does not import the phases, which import its BenchOptions type).
+ */
+export function parseArgs(argv: string[], phaseNames: readonly string[]): BenchOptions {
   const get = (name: string) => argValue(argv, name);
   const quick = argv.includes('--quick');
   const list = (v: string | undefined) => v?.split(',').filter(Boolean);
   const workloads = (list(get('workloads')) as WorkloadName[] | undefined) ?? [...WORKLOADS];
   for (const w of workloads) if (!WORKLOADS.includes(w)) throw new Error(`unknown workload ${w}`);
-  const phases = list(get('phases')) ?? PHASE_NAMES;
-  for (const p of phases) if (!PHASE_NAMES.includes(p)) throw new Error(`unknown phase ${p}`);
+  const phases = list(get('phases')) ?? [...phaseNames];
+  for (const p of phases) if (!phaseNames.includes(p)) throw new Error(`unknown phase ${p}`);
   const drivers = (list(get('drivers')) ?? [...DRIVER_NAMES]) as DriverName[];
   for (const d of drivers) if (!DRIVER_NAMES.includes(d)) throw new Error(`unknown driver ${d}`);
   const runs = Number(get('runs') ?? 1);

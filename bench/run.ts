@@ -8,21 +8,38 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
 import { makeTempDir, removeTempDir } from '../harness/net.js';
-import { parseArgs, type BenchOptions } from './options.js';
-import { ensureGoDriver, goDriver, loadgenDriver, type LoadDriver } from './harness/drivers.js';
+import { parseArgs as parseOptions, type BenchOptions } from './options.js';
+import { DRIVER_NAMES, ensureGoDriver, goDriver, loadgenDriver, type LoadDriver } from './harness/drivers.js';
 import { computeFigures, copyToLatest, renderFrom, writeOutputs } from './outputs.js';
-import { PHASES } from './phases/index.js';
+import { PHASE_NAMES, PHASES } from './phases/index.js';
 import { AUX_CPUS, SERVICE_CPUS, type PhaseContext } from './phases/phase.js';
 import { markdownTable, type Figure } from './report/table.js';
 import type { BenchResults } from './report/results.js';
 import { BenchRedis, BenchService, pin, RuntimeDir, type ServiceKind } from './harness/services.js';
 import { combineRuns, summaryTable } from './report/summary.js';
 import { OURS_LOOP_PROBE_FILE } from './harness/loop-probe.js';
-import { configFiles } from './load/workloads.js';
+import { configFiles, WORKLOADS } from './load/workloads.js';
 
-export { parseArgs, type BenchOptions } from './options.js';
+export type { BenchOptions } from './options.js';
 export type { BenchResults, CheckResult } from './report/results.js';
 export { PHASE_NAMES as ALL_PHASES } from './phases/index.js';
+
+/** The options of a command line, with the phases of this registry as the ones `--phases=` may name. */
+export function parseArgs(argv: string[]): BenchOptions {
+  return parseOptions(argv, PHASE_NAMES);
+}
+
+/** `--help`: what can be chosen, without starting anything; every option is described in bench/README.md. */
+export function helpText(): string {
+  return (
+    'usage: npm run bench -- [--quick] [--no-reference] [--runs=N] [--phases=a,b] [--workloads=a,b]\n' +
+    '                        [--shapes=CxN,...] [--drivers=a,b] [--out=DIR] [--render=results.json] ...\n' +
+    `phases:    ${PHASE_NAMES.join(',')}\n` +
+    `workloads: ${WORKLOADS.join(',')}\n` +
+    `drivers:   ${DRIVER_NAMES.join(',')}\n` +
+    'Every option, its default and what a run costs: bench/README.md.\n'
+  );
+}
 
 /** The drivers of `o.drivers` that can run here (ours always; go when Go is present to build it). */
 function resolveDrivers(o: BenchOptions, tmp: string): LoadDriver[] {
@@ -214,6 +231,10 @@ function render(path: string): Figure[] {
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
+  if (process.argv.includes('--help') || process.argv.includes('-h')) {
+    process.stdout.write(helpText());
+    process.exit(0);
+  }
   const renderArg = process.argv.find((a) => a.startsWith('--render='));
   if (renderArg) {
     process.stdout.write(markdownTable(render(renderArg.slice('--render='.length))));

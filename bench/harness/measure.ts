@@ -3,8 +3,7 @@
 import { spawn } from 'node:child_process';
 import { loadgenDriver, type LoadDriver } from './drivers.js';
 import type { LoadResult, LoadSpec } from '../load/loadgen.js';
-import { cpuSeconds, REPO_ROOT, type BenchRedis, type BenchService } from './services.js';
-import { stealMsPerCpu } from './tails.js';
+import { cpuSeconds, REPO_ROOT, stealMsPerCpu, type BenchRedis, type BenchService } from './services.js';
 
 export interface Sample {
   service: string;

@@ -24,6 +24,22 @@ export function pin(pid: number, cpus: string): void {
   }
 }
 
+/** Steal time so far of each core (ms), from /proc/stat (USER_HZ ticks, 10 ms each on Linux). */
+export function stealMsPerCpu(): number[] {
+  try {
+    const out: number[] = [];
+    for (const line of readFileSync('/proc/stat', 'utf8').split('\n')) {
+      const m = /^cpu(\d+) /.exec(line);
+      if (!m) continue;
+      const f = line.trim().split(/\s+/);
+      out[Number(m[1])] = Number(f[8] ?? 0) * 10;
+    }
+    return out;
+  } catch {
+    return [];
+  }
+}
+
 /** CPU seconds (user + system) a process has used so far. */
 export function cpuSeconds(pid: number): number {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
@@ -186,7 +202,9 @@ export class BenchService {
       command = [
         o.node ?? process.execPath,
         ...(o.nodeArgs ?? []),
-        ...(o.loopProbeFile ? ['--import', join(REPO_ROOT, 'bench', 'harness', 'loop-probe-preload.mjs')] : []),
+        ...(o.loopProbeFile
+          ? ['--import', join(REPO_ROOT, 'bench', 'harness', 'loop-probe-preload.mjs')]
+          : []),
         builtBin('ratelimit'),
       ];
     } else {

@@ -1,27 +1,11 @@
 // Tail attribution for the latency phase (issue 17: find the causes of tail spikes). While the open-loop
 // rounds run, an idle Node process on each core (the services' core and the aux core with Redis and the
-// load generator) records its own timer lateness per 100 ms, and /proc/stat gives each core's steal time.
+// load generator) records its own timer lateness per 100 ms, and /proc/stat gives each core's steal time
+// (services.ts `stealMsPerCpu`, read by measure.ts).
 // Each latency sample's window is then set beside them and beside our service's own event-loop probe:
 // a stall every process on a core saw is the machine's; one only our event loop saw is ours.
-import { readFileSync } from 'node:fs';
 import { windowJitter, type ProbeSlot } from './loop-probe.js';
 import type { Sample } from './measure.js';
-
-/** Steal time so far of each core (ms), from /proc/stat (USER_HZ ticks, 10 ms each on Linux). */
-export function stealMsPerCpu(): number[] {
-  try {
-    const out: number[] = [];
-    for (const line of readFileSync('/proc/stat', 'utf8').split('\n')) {
-      const m = /^cpu(\d+) /.exec(line);
-      if (!m) continue;
-      const f = line.trim().split(/\s+/);
-      out[Number(m[1])] = Number(f[8] ?? 0) * 10;
-    }
-    return out;
-  } catch {
-    return [];
-  }
-}
 
 export interface TailRow {
   label: string;

@@ -8,6 +8,7 @@
 //   node --import tsx bench/phases/xds-fanout-process.ts clients <port> <clients>
 import { importBuilt } from '../../harness/dist.js';
 import type { XdsConfigClient } from '../../ratelimit/xds/index.js';
+import type { XdsResult } from '../report/results.js';
 
 // The measured code is the build's (dist/), typed by its sources.
 const { AdsServer, InMemorySnapshotCache, resourceFromDocument } =
@@ -17,14 +18,6 @@ const { compileConfig } =
   await importBuilt<typeof import('../../ratelimit/config/index.js')>('ratelimit/config/index');
 const { XdsConfigClient: BuiltXdsConfigClient } =
   await importBuilt<typeof import('../../ratelimit/xds/index.js')>('ratelimit/xds/index');
-
-export interface XdsResult {
-  clients: number;
-  descriptors: number;
-  /** Per change: ms until the k-th client ACKed, for k in `milestones`. */
-  changes: { ms: Record<string, number> }[];
-  milestones: number[];
-}
 
 function doc(version: number, descriptors: number): unknown {
   const d: unknown[] = [];

@@ -3,9 +3,8 @@
 import { spawn } from 'node:child_process';
 import { stat } from '../harness/measure.js';
 import type { Figure } from '../report/table.js';
-import type { BenchResults } from '../report/results.js';
+import type { BenchResults, XdsResult } from '../report/results.js';
 import { REPO_ROOT } from '../harness/services.js';
-import type { XdsResult } from './xds-fanout-process.js';
 import { AUX_CPUS, SERVICE_CPUS, type Phase, type PhaseContext } from './phase.js';
 
 function spawnLines(args: string[], cpusList: string): { lines: AsyncIterable<string>; kill: () => void } {

@@ -1,7 +1,15 @@
 // The shape of results.json: every sample of a run, the per-phase records and the figures of the table.
 import type { Sample } from '../harness/measure.js';
 import type { Figure } from './table.js';
-import type { XdsResult } from '../phases/xds-fanout-process.js';
+
+/** The xDS fan-out phase's record (phases/xds-fanout-process.ts writes it as one JSON line). */
+export interface XdsResult {
+  clients: number;
+  descriptors: number;
+  /** Per change: ms until the k-th client ACKed, for k in `milestones`. */
+  changes: { ms: Record<string, number> }[];
+  milestones: number[];
+}
 
 export interface CheckResult {
   requests: number;
