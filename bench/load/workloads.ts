@@ -1,6 +1,7 @@
 // The benchmark workloads: the rate limit config they run against (one YAML file per domain, loaded by
 // both services) and the requests they send. Requests are pre-encoded gRPC frames: a pool cycled through
 // for random keys, or made on the fly for the high-cardinality workload (every key distinct).
+import { cfg10kYaml, CFG10K_TENANTS, HUGE } from '../../harness/fixtures.js';
 import { encodeRequest, grpcFrame, type BenchRequest } from './frames.js';
 
 export type WorkloadName = 'hot' | 'uniform' | 'highcard' | 'desc1' | 'desc3' | 'desc8' | 'cfg10k';
@@ -23,10 +24,6 @@ export const WORKLOAD_TITLES: Record<WorkloadName, string> = {
   desc8: '8 descriptors',
   cfg10k: '10k-descriptor config (nesting, wildcards)',
 };
-
-/** Large enough never to be reached in a run: every decision is OK and counted. */
-const HUGE = 1_000_000_000;
-export const CFG10K_TENANTS = 1000;
 
 /** Seeded PRNG (mulberry32), so both services see the same request sequence. */
 export function rng(seed: number): () => number {
@@ -97,32 +94,6 @@ export function configFiles(reloadVersion = 0): Record<string, string> {
   ].join('\n');
   files['bench_cfg10k.yaml'] = cfg10kYaml(reloadVersion);
   return files;
-}
-
-/**
- * 10,000 descriptors: 1000 tenants (900 exact, 100 prefix wildcards), each with a limit and 9 nested
- * routes (8 exact, 1 wildcard). A probe rule `probe: v<version>` (limit 0) marks the reloaded version.
- */
-export function cfg10kYaml(reloadVersion: number): string {
-  const out: string[] = ['domain: bench_cfg10k', 'descriptors:'];
-  for (let t = 0; t < CFG10K_TENANTS; t++) {
-    out.push('  - key: tenant');
-    out.push(t < 900 ? `    value: t${t}` : `    value: g${t}-*`);
-    out.push(`    rate_limit: { unit: minute, requests_per_unit: ${HUGE} }`);
-    out.push('    descriptors:');
-    for (let r = 0; r < 8; r++) {
-      out.push('      - key: route');
-      out.push(`        value: /r${r}`);
-      out.push(`        rate_limit: { unit: minute, requests_per_unit: ${HUGE} }`);
-    }
-    out.push('      - key: route');
-    out.push('        value: /w*');
-    out.push(`        rate_limit: { unit: minute, requests_per_unit: ${HUGE} }`);
-  }
-  out.push('  - key: probe');
-  out.push(`    value: v${reloadVersion}`);
-  out.push('    rate_limit: { unit: hour, requests_per_unit: 0 }');
-  return out.join('\n') + '\n';
 }
 
 /** The request a workload sends as its i-th request (deterministic for a seed). */

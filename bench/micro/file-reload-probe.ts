@@ -11,7 +11,7 @@ import { rateLimitServiceDefinition } from '../../proto/index.js';
 import { builtBin, REPO_ROOT } from '../../harness/dist.js';
 import { freePort, LOOPBACK, ServerProcess, waitForPort } from '../../harness/net.js';
 import { longestStall } from '../harness/loop-probe.js';
-import { cfg10kYaml } from '../load/workloads.js';
+import { cfg10kYaml } from '../../harness/fixtures.js';
 const bin = process.argv[2] ?? builtBin('ratelimit');
 const out = `/tmp/reload-prof/file-${Date.now()}`;
 mkdirSync(join(out, 'rt', 'ratelimit', 'config'), { recursive: true });

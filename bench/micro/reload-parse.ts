@@ -3,7 +3,7 @@
 // Run: taskset -c 1 node --import tsx bench/micro/reload-parse.ts [rounds]
 import { buildConfigInSlices, checkDocument, type CheckedDocument } from '../../ratelimit/config/index.js';
 import { parseYamlSource, parseYamlSourceFully } from '../../ratelimit/config/yaml-source.js';
-import { cfg10kYaml } from '../load/workloads.js';
+import { cfg10kYaml } from '../../harness/fixtures.js';
 
 const rounds = Number(process.argv[2] ?? 5);
 const src = { name: 'bench_cfg10k.yaml', yaml: cfg10kYaml(1) };

@@ -8,7 +8,7 @@ import { measure } from '../harness/measure.js';
 import type { Figure } from '../report/table.js';
 import type { BenchResults } from '../report/results.js';
 import { figureAdder, pickRec } from '../report/figures.js';
-import { cfg10kYaml } from '../load/workloads.js';
+import { cfg10kYaml } from '../../harness/fixtures.js';
 import { AUX_CPUS, type Phase, type PhaseContext } from './phase.js';
 
 async function run(ctx: PhaseContext): Promise<void> {

@@ -15,7 +15,7 @@ import { builtBin, importBuilt, REPO_ROOT } from '../../harness/dist.js';
 import { freePort, LOOPBACK, ServerProcess, waitForPort } from '../../harness/net.js';
 import { longestStall } from '../harness/loop-probe.js';
 import { quietListenEnv } from '../harness/services.js';
-import { cfg10kYaml } from '../load/workloads.js';
+import { cfg10kYaml } from '../../harness/fixtures.js';
 
 export interface XdsReloadOptions {
   /** Where the service's log and the loop probe's file go. */

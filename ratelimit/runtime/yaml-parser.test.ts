@@ -1,6 +1,6 @@
 import t from 'tap';
 import { buildConfigInSlices, ConfigError, loadConfig } from '../config/index.js';
-import { cfg10kYaml } from '../../bench/load/workloads.js';
+import { cfg10kYaml } from '../../harness/fixtures.js';
 import { runCommand } from '../../harness/proc.js';
 import { workerExecArgv, YamlParser } from './yaml-parser.js';
 
