@@ -9,7 +9,7 @@ import { makeTempDir, removeTempDir } from '../harness/net.js';
 import { goDriverPath, parseShapes } from './harness/drivers.js';
 import { stat } from './harness/measure.js';
 import type { Figure } from './report/table.js';
-import { parseArgs, runBench, type BenchResults } from './run.js';
+import { ALL_PHASES, helpText, parseArgs, runBench, type BenchResults } from './run.js';
 import { referenceAvailable } from './harness/services.js';
 import { combineRuns, summaryTable } from './report/summary.js';
 
@@ -83,6 +83,14 @@ t.test('shapes parse as <connections>x<in flight>, bad ones name the option', as
   t.throws(() => parseShapes('0x5'), /--shapes/);
   t.throws(() => parseArgs(['--drivers=wrk']), /unknown driver wrk/);
   t.throws(() => parseArgs(['--runs=0']), /--runs/);
+});
+
+t.test('--help lists every phase; --phases= accepts exactly the registry names', async (t) => {
+  const help = helpText();
+  t.ok(ALL_PHASES.length > 0, 'the registry has phases');
+  for (const p of ALL_PHASES) t.match(help, new RegExp(`[ ,]${p}(,|\\n)`), `--help names ${p}`);
+  t.same([...parseArgs([`--phases=${ALL_PHASES.join(',')}`]).phases], ALL_PHASES);
+  t.throws(() => parseArgs(['--phases=check,nope']), /unknown phase nope/);
 });
 
 t.test('several runs combine into the median of the per-run medians with the runs spread', async (t) => {
