@@ -8,8 +8,8 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { X509Certificate } from 'node:crypto';
 import { parseAllDocuments, stringify } from 'yaml';
-import { resolveHelm, resolveKubectl, startKube } from '../e2e/harness/kube.js';
-import { runCommand } from '../e2e/harness/proc.js';
+import { resolveHelm, resolveKubectl, startKube } from '../harness/kube.js';
+import { runCommand } from '../harness/proc.js';
 import { REDIS, STANDARD_VALUES } from './values-fixtures.js';
 
 const repo = join(dirname(fileURLToPath(import.meta.url)), '..');

@@ -20,8 +20,8 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseAllDocuments, stringify } from 'yaml';
-import { resolveHelm } from '../e2e/harness/kube.js';
-import { runCommand } from '../e2e/harness/proc.js';
+import { resolveHelm } from '../harness/kube.js';
+import { runCommand } from '../harness/proc.js';
 import { REDIS, STANDARD_VALUES } from './values-fixtures.js';
 import { FileConfigProvider, type ConfigUpdate } from '../ratelimit/runtime/file-provider.js';
 

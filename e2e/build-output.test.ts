@@ -4,7 +4,7 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import t from 'tap';
-import { ensureBuilt, REPO_ROOT } from './harness/dist.js';
+import { ensureBuilt, REPO_ROOT } from '../harness/dist.js';
 
 function files(dir: string): string[] {
   return readdirSync(dir).flatMap((n) => {

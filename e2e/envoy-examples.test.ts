@@ -9,7 +9,7 @@ import * as grpc from '@grpc/grpc-js';
 import { parse, parseAllDocuments } from 'yaml';
 import { rateLimitServiceDefinition } from '../proto/index.js';
 import type { WireRateLimitRequest, WireRateLimitResponse } from '../proto/index.js';
-import { builtBin, REPO_ROOT } from './harness/dist.js';
+import { builtBin, REPO_ROOT } from '../harness/dist.js';
 import {
   BOOTSTRAP,
   EnvoyProtos,
@@ -21,7 +21,7 @@ import {
   filterOutcome,
   type EmulatedRequest,
   type Json,
-} from './harness/envoy-actions.js';
+} from '../harness/envoy-actions.js';
 import {
   freePort,
   LOOPBACK,
@@ -30,8 +30,8 @@ import {
   ServerProcess,
   waitForPort,
   waitUntil,
-} from './harness/net.js';
-import { startRedis } from './harness/redis.js';
+} from '../harness/net.js';
+import { startRedis } from '../harness/redis/index.js';
 
 const ENVOY_YAML = join(REPO_ROOT, 'examples', 'envoy', 'envoy.yaml');
 const ISTIO_YAML = join(REPO_ROOT, 'examples', 'envoy', 'istio-envoyfilter.yaml');

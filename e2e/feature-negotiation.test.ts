@@ -5,9 +5,9 @@
 // version it can enforce; the stream state says what was withheld and why.
 import t from 'tap';
 import { AdsServer, InMemorySnapshotCache, resourceFromDocument } from '../control-plane/index.js';
-import { freePort } from './harness/net.js';
-import { startReferenceService } from './harness/reference.js';
-import { startRedis } from './harness/redis.js';
+import { freePort } from '../harness/net.js';
+import { startReferenceService } from '../harness/reference.js';
+import { startRedis } from '../harness/redis/index.js';
 import { descriptor, eventually, startTestApp } from '../ratelimit/test-support.js';
 import { callOnce } from '../ratelimit/client/main.js';
 import { createXdsSource } from '../ratelimit/xds-source.js';

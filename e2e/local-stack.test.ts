@@ -6,8 +6,8 @@ import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:f
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ensureBuilt } from './harness/dist.js';
-import { freePort } from './harness/net.js';
+import { ensureBuilt } from '../harness/dist.js';
+import { freePort } from '../harness/net.js';
 import { eventually } from '../ratelimit/test-support.js';
 
 const repo = join(dirname(fileURLToPath(import.meta.url)), '..');

@@ -7,9 +7,9 @@ import { openRawAdsStream } from '../control-plane/testing.js';
 import type { TestApp } from '../ratelimit/test-support.js';
 import { RateLimitOperator } from '../operator/operator.js';
 import { applyRlc, condition, getRlc, installCrd, rlcFromYaml, waitFor } from '../operator/testing.js';
-import { freePort } from './harness/net.js';
-import { startKube, type KubeHarness } from './harness/kube.js';
-import { startXdsPod } from './harness/operator.js';
+import { freePort } from '../harness/net.js';
+import { startKube, type KubeHarness } from '../harness/kube.js';
+import { startXdsPod } from '../harness/operator.js';
 
 let kube: KubeHarness;
 let operator: RateLimitOperator;

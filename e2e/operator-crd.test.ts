@@ -3,8 +3,8 @@
 import { join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import t from 'tap';
-import { resolveKubectl, startKube, type KubeHarness } from './harness/kube.js';
-import { runCommand } from './harness/proc.js';
+import { resolveKubectl, startKube, type KubeHarness } from '../harness/kube.js';
+import { runCommand } from '../harness/proc.js';
 import { RateLimitOperator } from '../operator/operator.js';
 import { MAX_DESCRIPTOR_DEPTH } from '../ratelimit/config/index.js';
 import {

@@ -6,9 +6,9 @@
 import { CoordinationV1Api } from '@kubernetes/client-node';
 import t from 'tap';
 import { applyRlc, condition, getRlc, installCrd, rlcFromYaml, waitFor } from '../operator/testing.js';
-import type { ServerProcess } from './harness/net.js';
-import { startKube, type KubeHarness } from './harness/kube.js';
-import { startOperatorProcess, startXdsPod, type OperatorProcess } from './harness/operator.js';
+import type { ServerProcess } from '../harness/net.js';
+import { startKube, type KubeHarness } from '../harness/kube.js';
+import { startOperatorProcess, startXdsPod, type OperatorProcess } from '../harness/operator.js';
 
 const LEASE_MS = 15_000; // the defaults of ratelimit-operator
 const RETRY_MS = 2_000;

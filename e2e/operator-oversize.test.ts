@@ -15,9 +15,9 @@ import {
   rlcFromYaml,
   waitFor,
 } from '../operator/testing.js';
-import type { ServerProcess } from './harness/net.js';
-import { startKube, type KubeHarness } from './harness/kube.js';
-import { startOperatorProcess, startXdsPod } from './harness/operator.js';
+import type { ServerProcess } from '../harness/net.js';
+import { startKube, type KubeHarness } from '../harness/kube.js';
+import { startOperatorProcess, startXdsPod } from '../harness/operator.js';
 
 const MAX_SEND_BYTES = 4096;
 

@@ -8,7 +8,7 @@ import t from 'tap';
 import { Reflector } from '../operator/reflector.js';
 import { GROUP, PLURAL, VERSION, type RateLimitConfigObject } from '../operator/resource.js';
 import { applyRlc, deleteRlc, installCrd, rlcFromYaml, waitFor } from '../operator/testing.js';
-import { startKube, type KubeHarness } from './harness/kube.js';
+import { startKube, type KubeHarness } from '../harness/kube.js';
 
 let kube: KubeHarness;
 

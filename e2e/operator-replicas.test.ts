@@ -20,10 +20,10 @@ import {
   rlcFromYaml,
   waitFor,
 } from '../operator/testing.js';
-import { builtBin } from './harness/dist.js';
-import { runCommand } from './harness/proc.js';
-import { resolveKubectl, startKube, type KubeHarness } from './harness/kube.js';
-import { startOperatorProcess, startXdsPod, type OperatorProcess } from './harness/operator.js';
+import { builtBin } from '../harness/dist.js';
+import { runCommand } from '../harness/proc.js';
+import { resolveKubectl, startKube, type KubeHarness } from '../harness/kube.js';
+import { startOperatorProcess, startXdsPod, type OperatorProcess } from '../harness/operator.js';
 
 const LEASE_MS = 3000;
 const REPORT_TTL_MS = 3000;

@@ -10,9 +10,9 @@ import { parseDomainPolicy } from '../operator/domain-policy.js';
 import { RateLimitOperator } from '../operator/operator.js';
 import type { RateLimitConfigObject } from '../operator/resource.js';
 import { applyRlc, condition, getRlc, installCrd, rlcFromYaml, waitFor } from '../operator/testing.js';
-import { freePort } from './harness/net.js';
-import { startKube, type KubeHarness } from './harness/kube.js';
-import { startXdsPod } from './harness/operator.js';
+import { freePort } from '../harness/net.js';
+import { startKube, type KubeHarness } from '../harness/kube.js';
+import { startXdsPod } from '../harness/operator.js';
 
 let kube: KubeHarness;
 let operator: RateLimitOperator;

@@ -16,9 +16,9 @@ import {
   rlcFromYaml,
   waitFor,
 } from '../operator/testing.js';
-import { freePort } from './harness/net.js';
-import { startKube, type KubeHarness } from './harness/kube.js';
-import { startXdsPod } from './harness/operator.js';
+import { freePort } from '../harness/net.js';
+import { startKube, type KubeHarness } from '../harness/kube.js';
+import { startXdsPod } from '../harness/operator.js';
 
 let kube: KubeHarness;
 let operator: RateLimitOperator;

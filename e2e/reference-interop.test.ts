@@ -4,9 +4,9 @@
 // service in one Redis, key for key.
 import t from 'tap';
 import { AdsServer, InMemorySnapshotCache, resourceFromDocument } from '../control-plane/index.js';
-import { freePort } from './harness/net.js';
-import { startReferenceService } from './harness/reference.js';
-import { startRedis } from './harness/redis.js';
+import { freePort } from '../harness/net.js';
+import { startReferenceService } from '../harness/reference.js';
+import { startRedis } from '../harness/redis/index.js';
 import { descriptor, eventually, startTestApp } from '../ratelimit/test-support.js';
 import { callOnce } from '../ratelimit/client/main.js';
 

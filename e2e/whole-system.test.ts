@@ -23,11 +23,11 @@ import {
   waitFor,
 } from '../operator/testing.js';
 import { roomInWindow } from '../ratelimit/test-support.js';
-import { builtBin, REPO_ROOT } from './harness/dist.js';
-import { resolveReferenceRatelimitClient, startKube, type KubeHarness } from './harness/kube.js';
-import { freePorts, LOOPBACK, makeTempDir, ServerProcess } from './harness/net.js';
-import { runCommand } from './harness/proc.js';
-import { slotOf, startRedisCluster, type RedisCluster } from './harness/redis.js';
+import { builtBin, REPO_ROOT } from '../harness/dist.js';
+import { resolveReferenceRatelimitClient, startKube, type KubeHarness } from '../harness/kube.js';
+import { freePorts, LOOPBACK, makeTempDir, ServerProcess } from '../harness/net.js';
+import { runCommand } from '../harness/proc.js';
+import { slotOf, startRedisCluster, type RedisCluster } from '../harness/redis/index.js';
 import {
   findObject,
   helmTemplate,
@@ -37,8 +37,8 @@ import {
   TcpBalancer,
   type FilterOutcome,
   type Secrets,
-} from './harness/system.js';
-import { makeCerts, type Certs } from './harness/tls.js';
+} from '../harness/system.js';
+import { makeCerts, type Certs } from '../harness/tls.js';
 
 const RELEASE = 'rl';
 const NS = 'rl-system';

@@ -3,9 +3,9 @@
 // implicit pipelining), a 3-master/3-replica cluster, a sentinel group, the per-second split, and
 // memcached (two nodes). Each backend also shows that the count it holds is the exact one.
 import t from 'tap';
-import { makeCerts } from '../e2e/harness/tls.js';
-import { startRedis, startRedisCluster, startRedisSentinel } from '../e2e/harness/redis.js';
-import { memcachedRequest, startMemcachedPool } from '../e2e/harness/memcached.js';
+import { makeCerts } from '../harness/tls.js';
+import { startRedis, startRedisCluster, startRedisSentinel } from '../harness/redis/index.js';
+import { memcachedRequest, startMemcachedPool } from '../harness/memcached.js';
 import { pickServer } from './memcache/index.js';
 import { descriptor, startTestApp, type TestApp, roomInWindow } from './test-support.js';
 

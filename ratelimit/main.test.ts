@@ -4,7 +4,7 @@ import t from 'tap';
 import { spawn, spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { dirname, join } from 'node:path';
-import { freePort } from '../e2e/harness/net.js';
+import { freePort } from '../harness/net.js';
 import { loadSettings, SettingsError, parseGoDuration } from './settings/index.js';
 import { createLogger } from './logging.js';
 import { descriptor, eventually, startTestApp } from './test-support.js';

@@ -5,9 +5,9 @@
 import t from 'tap';
 import * as grpc from '@grpc/grpc-js';
 import { readFileSync } from 'node:fs';
-import { freePort } from '../e2e/harness/net.js';
-import { startRedis } from '../e2e/harness/redis.js';
-import { makeCerts } from '../e2e/harness/tls.js';
+import { freePort } from '../harness/net.js';
+import { startRedis } from '../harness/redis/index.js';
+import { makeCerts } from '../harness/tls.js';
 import { rateLimitServiceDefinition, type WireRateLimitRequest } from '../proto/index.js';
 import { createLogger } from './logging.js';
 import { loadSettings } from './settings/index.js';

@@ -1,7 +1,7 @@
 // The reference's integration scenarios through real gRPC and HTTP, counting in a real redis-server.
 import t from 'tap';
 import { status as GrpcStatus } from '@grpc/grpc-js';
-import { startRedis } from '../e2e/harness/redis.js';
+import { startRedis } from '../harness/redis/index.js';
 import { descriptor, startTestApp, type TestApp, roomInWindow } from './test-support.js';
 
 // Counting tests must not straddle a minute boundary (see roomInWindow).

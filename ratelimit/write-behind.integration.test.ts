@@ -3,7 +3,7 @@
 // commands than decisions), window rollover, Redis killed mid-flight (no crash, no hang, the failure
 // mode applies), and shutdown sending the pending hits.
 import t from 'tap';
-import { redisInfo, respCommand, startRedis, type RedisServer } from '../e2e/harness/redis.js';
+import { redisInfo, respCommand, startRedis, type RedisServer } from '../harness/redis/index.js';
 import { loadConfig } from './config/index.js';
 import { CoalescingCounterStore, FixedWindowLimiter, WriteBehindCounterStore } from './limiter/index.js';
 import { CircuitBreakerStore, RedisCounterStore } from './redis/index.js';

@@ -4,8 +4,8 @@
 // validator's message and the previous config keeps serving.
 import t, { type Test } from 'tap';
 import { AdsServer, InMemorySnapshotCache, resourceFromDocument } from '../control-plane/index.js';
-import { freePort } from '../e2e/harness/net.js';
-import { startXdsPod } from '../e2e/harness/operator.js';
+import { freePort } from '../harness/net.js';
+import { startXdsPod } from '../harness/operator.js';
 import { descriptor, eventually, type TestApp } from './test-support.js';
 import { createXdsSource, type XdsConfigSource } from './xds-source.js';
 

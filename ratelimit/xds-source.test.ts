@@ -3,7 +3,7 @@
 // previous one keeps serving, and keeps serving while the control plane is down.
 import t from 'tap';
 import { AdsServer, InMemorySnapshotCache, resourceFromDocument } from '../control-plane/index.js';
-import { freePort } from '../e2e/harness/net.js';
+import { freePort } from '../harness/net.js';
 import { descriptor, eventually, startTestApp, type TestApp } from './test-support.js';
 import { createXdsSource } from './xds-source.js';
 

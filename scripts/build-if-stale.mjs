@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Builds dist/ (tsc -p tsconfig.build.json) unless it is newer than every source file that goes into it.
-// scripts/test.mjs runs it once before the suite; the e2e harness (e2e/harness/dist.ts) runs it before
+// scripts/test.mjs runs it once before the suite; the e2e harness (harness/dist.ts) runs it before
 // starting the built bins, so a single test file run by hand also tests the current code. Concurrent
 // callers (tap runs test files in parallel) take a lock directory, so only one tsc runs at a time.
 import { spawnSync } from 'node:child_process';

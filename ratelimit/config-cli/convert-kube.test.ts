@@ -4,8 +4,8 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
-import { resolveKubectl, startKube, type KubeHarness } from '../../e2e/harness/kube.js';
-import { runCommand } from '../../e2e/harness/proc.js';
+import { resolveKubectl, startKube, type KubeHarness } from '../../harness/kube.js';
+import { runCommand } from '../../harness/proc.js';
 import { installCrd } from '../../operator/testing.js';
 import { checkDocument } from '../config/index.js';
 import { readSources } from './sources.js';

@@ -2,7 +2,7 @@
 // rate_limits), against a real Redis counted by the real service: the command line reads the state
 // the service decides on, without counting, and reset deletes every key of every limit.
 import t, { type Test } from 'tap';
-import { startRedis } from '../../e2e/harness/redis.js';
+import { startRedis } from '../../harness/redis/index.js';
 import { roomInWindow, startTestApp, type TestApp } from '../test-support.js';
 import { readings, runBin, runInProcess, tempFiles, type RunResult } from './testing.js';
 

@@ -1,7 +1,7 @@
 // counters get|reset: settings the service reads (REDIS_PERSECOND routing, REDIS_TLS) and clear errors.
 import { readFileSync } from 'node:fs';
 import t from 'tap';
-import { startRedis } from '../../e2e/harness/redis.js';
+import { startRedis } from '../../harness/redis/index.js';
 import { roomInWindow, startTestApp } from '../test-support.js';
 import {
   COUNTERS_CONFIG as CONFIG,

@@ -2,7 +2,7 @@
 // real service counting in the same deployment with the same environment variables.
 import { readFileSync } from 'node:fs';
 import t, { type Test } from 'tap';
-import { startRedis, startRedisCluster, startRedisSentinel } from '../../e2e/harness/redis.js';
+import { startRedis, startRedisCluster, startRedisSentinel } from '../../harness/redis/index.js';
 import { roomInWindow, startTestApp } from '../test-support.js';
 import {
   COUNTERS_CONFIG as CONFIG,

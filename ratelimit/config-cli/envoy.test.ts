@@ -15,7 +15,7 @@ import {
   RateLimitFilterEmulation,
   type EmulatedRequest,
   type Json,
-} from '../../e2e/harness/envoy-actions.js';
+} from '../../harness/envoy-actions.js';
 import { compileSet, buildConfigSet } from './config-set.js';
 import { readSources } from './sources.js';
 import { REPO_ROOT, runBin, runInProcess } from './testing.js';

@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { parse, stringify } from 'yaml';
-import { startRedis } from '../../e2e/harness/redis.js';
+import { startRedis } from '../../harness/redis/index.js';
 import type { WireDescriptorStatus } from '../../proto/index.js';
 import { UNIT_SECONDS, type Unit } from '../config/index.js';
 import { windowStart } from '../limiter/index.js';

@@ -7,8 +7,8 @@ import { readFileSync } from 'node:fs';
 import { createServer, type Socket } from 'node:net';
 import { join } from 'node:path';
 import t from 'tap';
-import { ensureBuilt } from '../../e2e/harness/dist.js';
-import { freePort, LOOPBACK } from '../../e2e/harness/net.js';
+import { ensureBuilt } from '../../harness/dist.js';
+import { freePort, LOOPBACK } from '../../harness/net.js';
 import { COMMANDS } from './help.js';
 import { REPO_ROOT, tempFiles, type RunResult } from './testing.js';
 

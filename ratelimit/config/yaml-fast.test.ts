@@ -3,7 +3,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
-import { cfg10kYaml } from '../../e2e/bench/workloads.js';
+import { cfg10kYaml } from '../../harness/fixtures.js';
 import { FULL_PATH, readYamlFast } from './yaml-fast.js';
 import { DEFAULT_YAML_LIMITS, parseYamlSourceFully } from './yaml-source.js';
 

@@ -3,9 +3,9 @@
 import t from 'tap';
 import { join } from 'node:path';
 import { userInfo } from 'node:os';
-import { memcachedRequest, startMemcachedPool } from '../../e2e/harness/memcached.js';
-import { ServerProcess, freePort, makeTempDir, removeTempDir, waitUntil } from '../../e2e/harness/net.js';
-import { makeCerts } from '../../e2e/harness/tls.js';
+import { memcachedRequest, startMemcachedPool } from '../../harness/memcached.js';
+import { ServerProcess, freePort, makeTempDir, removeTempDir, waitUntil } from '../../harness/net.js';
+import { makeCerts } from '../../harness/tls.js';
 import type { CounterOp } from '../limiter/index.js';
 import { loadSettings } from '../settings/index.js';
 import { descriptor, startTestApp, roomInWindow } from '../test-support.js';

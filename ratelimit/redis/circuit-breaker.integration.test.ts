@@ -5,7 +5,7 @@
 // figures are printed as `# breaker ...` comment lines (docs/backends.md quotes them).
 import t, { type Test } from 'tap';
 import { status as GrpcStatus } from '@grpc/grpc-js';
-import { startRedis, respCommand, type RedisServer } from '../../e2e/harness/redis.js';
+import { startRedis, respCommand, type RedisServer } from '../../harness/redis/index.js';
 import { fromStruct } from '../service/index.js';
 import { startTestApp, descriptor, eventually, roomInWindow, type TestApp } from '../test-support.js';
 import type { CircuitBreakerStore } from './circuit-breaker.js';

@@ -4,7 +4,7 @@
 // authenticates as ioredis does, and REDIS_DIRECT_COUNTING=false turns it off.
 import t, { type Test } from 'tap';
 import type { Redis } from 'ioredis';
-import { startRedis, type RedisServer } from '../../e2e/harness/redis.js';
+import { startRedis, type RedisServer } from '../../harness/redis/index.js';
 import { CacheError, CounterRefusedError, type CounterOp, type LimitCheck } from '../limiter/index.js';
 import { loadSettings } from '../settings/index.js';
 import { eventually } from '../test-support.js';

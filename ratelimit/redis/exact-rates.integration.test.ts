@@ -6,7 +6,7 @@
 // in Redis, and every exchange of one simulated instant is sent well within it.
 import t, { type Test } from 'tap';
 import fc from 'fast-check';
-import { startRedis } from '../../e2e/harness/redis.js';
+import { startRedis } from '../../harness/redis/index.js';
 import { loadConfig, type RateLimitConfig } from '../config/index.js';
 import { FixedWindowLimiter, type CounterStore } from '../limiter/index.js';
 import { MemoryCounterStore } from '../memory/index.js';

@@ -4,7 +4,7 @@
 // applied without an answer) are printed as test comments; docs/backends.md quotes them.
 import { randomBytes } from 'node:crypto';
 import t, { type Test } from 'tap';
-import { startRedisCluster, startRedisSentinel, slotOf, respCommand } from '../../e2e/harness/redis.js';
+import { startRedisCluster, startRedisSentinel, slotOf, respCommand } from '../../harness/redis/index.js';
 import { startTestApp, descriptor, type TestApp } from '../test-support.js';
 
 const LIMIT = 1_000_000;

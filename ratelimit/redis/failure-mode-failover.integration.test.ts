@@ -3,7 +3,7 @@
 // failover is done counting is back in Redis; `error`: decisions fail (as the reference's) but, once the
 // circuit is open, without waiting; on a cluster only the dead master's shard is affected.
 import t, { type Test } from 'tap';
-import { startRedisCluster, startRedisSentinel, slotOf } from '../../e2e/harness/redis.js';
+import { startRedisCluster, startRedisSentinel, slotOf } from '../../harness/redis/index.js';
 import { startTestApp, descriptor, eventually, type TestApp } from '../test-support.js';
 import type { CircuitBreakerStore } from './circuit-breaker.js';
 

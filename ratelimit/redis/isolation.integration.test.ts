@@ -6,7 +6,7 @@
 // hostile traffic, with every circuit closed and no call refused.
 import t from 'tap';
 import fc from 'fast-check';
-import { startRedis } from '../../e2e/harness/redis.js';
+import { startRedis } from '../../harness/redis/index.js';
 import {
   CoalescingCounterStore,
   CounterRefusedError,

@@ -11,7 +11,7 @@ import {
   startRedisSentinel,
   respCommand,
   slotOf,
-} from '../../e2e/harness/redis.js';
+} from '../../harness/redis/index.js';
 import { loadConfig } from '../config/index.js';
 import { CoalescingCounterStore, FixedWindowLimiter, type CounterStore } from '../limiter/index.js';
 import { MemoryCounterStore } from '../memory/index.js';

@@ -222,7 +222,7 @@ interface QueuedCall {
  * socket write per request or two; fixed windows are batched per turn by the coalescing store
  * (setImmediate), and without the same the script path paid ~10x the write and read syscalls per
  * decision on both sides (measured: 0.27–0.37 Redis reads per decision against 0.03 for fixed windows,
- * `e2e/bench` phase `algorithms`). The flush corks a single connection's stream so the whole turn is one
+ * `bench/` phase `algorithms`). The flush corks a single connection's stream so the whole turn is one
  * writev; on a cluster ioredis routes each call to its node as before.
  */
 class TurnBatch {

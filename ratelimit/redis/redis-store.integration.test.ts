@@ -3,8 +3,8 @@
 import t from 'tap';
 import { Writable } from 'node:stream';
 import pino from 'pino';
-import { makeCerts } from '../../e2e/harness/tls.js';
-import { startRedis } from '../../e2e/harness/redis.js';
+import { makeCerts } from '../../harness/tls.js';
+import { startRedis } from '../../harness/redis/index.js';
 import { CounterRefusedError, MAX_OP_HITS, SATURATED_COUNT, type CounterOp } from '../limiter/index.js';
 import { loadSettings, SettingsError } from '../settings/index.js';
 import { descriptor, eventually, startTestApp } from '../test-support.js';

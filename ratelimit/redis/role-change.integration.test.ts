@@ -7,8 +7,8 @@
 import t, { type Test } from 'tap';
 import { pino } from 'pino';
 import type { Redis } from 'ioredis';
-import { startRedis, type RedisServer } from '../../e2e/harness/redis.js';
-import { freePort } from '../../e2e/harness/net.js';
+import { startRedis, type RedisServer } from '../../harness/redis/index.js';
+import { freePort } from '../../harness/net.js';
 import type { CounterOp, LimitCheck } from '../limiter/index.js';
 import { loadSettings } from '../settings/index.js';
 import { descriptor, eventually, roomInWindow, startTestApp } from '../test-support.js';

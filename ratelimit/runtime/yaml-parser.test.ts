@@ -1,7 +1,7 @@
 import t from 'tap';
 import { buildConfigInSlices, ConfigError, loadConfig } from '../config/index.js';
-import { cfg10kYaml } from '../../e2e/bench/workloads.js';
-import { runCommand } from '../../e2e/harness/proc.js';
+import { cfg10kYaml } from '../../harness/fixtures.js';
+import { runCommand } from '../../harness/proc.js';
 import { workerExecArgv, YamlParser } from './yaml-parser.js';
 
 t.test(

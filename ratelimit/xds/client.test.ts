@@ -8,7 +8,7 @@ import {
   resourceFromDocument,
   type AckEvent,
 } from '../../control-plane/index.js';
-import { makeCerts } from '../../e2e/harness/tls.js';
+import { makeCerts } from '../../harness/tls.js';
 import { RATELIMIT_CONFIG_TYPE_URL } from '../../proto/index.js';
 import { compileConfig, type ParsedConfigSource, type RateLimitConfig } from '../config/index.js';
 import { ExponentialBackoff } from './backoff.js';

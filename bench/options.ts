@@ -1,0 +1,95 @@
+// The harness' options and their command-line form (`npm run bench -- --quick --workloads=hot ...`).
+// Every option is documented in bench/README.md.
+import { join } from 'node:path';
+import { DEFAULT_SHAPES, DRIVER_NAMES, parseShapes, type DriverName, type Shape } from './harness/drivers.js';
+import { REPO_ROOT } from './harness/services.js';
+import { WORKLOADS, type WorkloadName } from './load/workloads.js';
+
+export interface BenchOptions {
+  quick: boolean;
+  reference: boolean;
+  workloads: WorkloadName[];
+  rounds: number;
+  durationMs: number;
+  warmupMs: number;
+  /** Fixed open-loop rates for the latency figures. */
+  rates: number[];
+  latencyRounds: number;
+  latencyDurationMs: number;
+  /** Unrecorded load per service and workload before the first round (JIT warm-up). */
+  warmupPassMs: number;
+  latencyWorkloads: WorkloadName[];
+  /** Distinct keys sent for the RSS figure. */
+  rssKeys: number;
+  reloads: number;
+  xdsClients: number;
+  xdsChanges: number;
+  /** Load shapes of the saturation and latency phases (`--shapes=2x50,64x2`). */
+  shapes: Shape[];
+  /** Load drivers of the saturation and latency phases, interleaved in the same rounds (`--drivers=`). */
+  drivers: DriverName[];
+  /** Whole runs (`--runs=N`): figures are the median of the per-run medians, min–max of the runs. */
+  runs: number;
+  /** Phases to run (all by default). */
+  phases: Set<string>;
+  outDir: string;
+  /** Write a V8 CPU profile of our service to outDir (--profile). */
+  profile: boolean;
+  /** Run our service with --trace-gc: its GC pauses join the latency phase's tail attribution. */
+  traceGc: boolean;
+  /** Node binary that runs our service (--node), and the one the `nodes` phase compares it with. */
+  node?: string;
+  compareNode?: string;
+  log: (msg: string) => void;
+}
+
+/** The value of `--name=value` in argv, if present. */
+export function argValue(argv: string[], name: string): string | undefined {
+  return argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
+}
+
+/**
+ * The options of `argv`. `phaseNames` are the phases `--phases=` may name (run.ts passes its registry's
+ * names, so this file does not import the phases, which import its BenchOptions type).
+ */
+export function parseArgs(argv: string[], phaseNames: readonly string[]): BenchOptions {
+  const get = (name: string) => argValue(argv, name);
+  const quick = argv.includes('--quick');
+  const list = (v: string | undefined) => v?.split(',').filter(Boolean);
+  const workloads = (list(get('workloads')) as WorkloadName[] | undefined) ?? [...WORKLOADS];
+  for (const w of workloads) if (!WORKLOADS.includes(w)) throw new Error(`unknown workload ${w}`);
+  const phases = list(get('phases')) ?? [...phaseNames];
+  for (const p of phases) if (!phaseNames.includes(p)) throw new Error(`unknown phase ${p}`);
+  const drivers = (list(get('drivers')) ?? [...DRIVER_NAMES]) as DriverName[];
+  for (const d of drivers) if (!DRIVER_NAMES.includes(d)) throw new Error(`unknown driver ${d}`);
+  const runs = Number(get('runs') ?? 1);
+  if (!Number.isInteger(runs) || runs < 1 || runs > 50) throw new Error('--runs must be 1..50');
+  const stamp = new Date().toISOString().replace(/[:.]/g, '-').slice(0, 19);
+  return {
+    quick,
+    reference: !argv.includes('--no-reference'),
+    workloads,
+    rounds: Number(get('rounds') ?? (quick ? 2 : 3)),
+    durationMs: Number(get('duration') ?? (quick ? 3 : 8)) * 1000,
+    warmupMs: quick ? 1000 : 2000,
+    rates: (list(get('rates')) ?? ['1000', '2000', '5000']).map(Number),
+    latencyRounds: Number(get('latency-rounds') ?? (quick ? 1 : 2)),
+    latencyDurationMs: Number(get('latency-duration') ?? (quick ? 3 : 5)) * 1000,
+    warmupPassMs: quick ? 1000 : 3000,
+    latencyWorkloads: (list(get('latency-workloads')) as WorkloadName[] | undefined) ?? ['hot', 'uniform'],
+    rssKeys: Number(get('rss-keys') ?? (quick ? 50_000 : 1_000_000)),
+    reloads: Number(get('reloads') ?? (quick ? 2 : 3)),
+    xdsClients: Number(get('xds-clients') ?? 500),
+    xdsChanges: Number(get('xds-changes') ?? (quick ? 2 : 5)),
+    shapes: parseShapes(get('shapes') ?? DEFAULT_SHAPES),
+    drivers,
+    runs,
+    phases: new Set(phases),
+    outDir: get('out') ?? join(REPO_ROOT, 'bench-results', stamp),
+    profile: argv.includes('--profile'),
+    traceGc: argv.includes('--trace-gc'),
+    node: get('node'),
+    compareNode: get('compare-node'),
+    log: (m) => process.stderr.write(`[bench] ${m}\n`),
+  };
+}

@@ -1,0 +1,109 @@
+// Phase `latency`: p50 / p99 / p99.9 at fixed open-loop rates (latency counted from each call's intended
+// start), for every load shape (its connection count) and driver; rounds interleaved.
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import {
+  OURS_LOOP_PROBE_FILE,
+  probeTimeOrigin,
+  readProbe,
+  startJitterProbes,
+} from '../harness/loop-probe.js';
+import type { BenchOptions } from '../options.js';
+import type { Figure } from '../report/table.js';
+import type { BenchResults } from '../report/results.js';
+import { driverOf, figureAdder, shapeOf, variantLabel, variantsOf } from '../report/figures.js';
+import { WORKLOAD_TITLES } from '../load/workloads.js';
+import { parseTraceGc, tailRows, tailsMarkdown, type GcPause } from '../harness/tails.js';
+import { AUX_CPUS, measureVariant, SERVICE_CPUS, type Phase, type PhaseContext } from './phase.js';
+
+/** Issue 17: p99 and p99.9 at 1k/s and 2k/s no worse than the reference's, on every workload. */
+const TARGET_RATES = new Set([1000, 2000]);
+
+async function run(ctx: PhaseContext): Promise<void> {
+  const { o } = ctx;
+  // Tail attribution: an idle probe process on each core while the rounds run (tails.ts).
+  const probes = startJitterProbes(o.outDir, { services: SERVICE_CPUS, aux: AUX_CPUS });
+  const labels = new Map<object, string>();
+  try {
+    await rounds(ctx, labels);
+  } finally {
+    await probes.stop();
+  }
+  // The probes flush every second: read them after they stopped.
+  const rows = tailRows(
+    ctx.results.samples.filter((s) => labels.has(s)),
+    Object.fromEntries(Object.entries(probes.files).map(([k, f]) => [k, readProbe(f)])),
+    readProbe(join(o.outDir, OURS_LOOP_PROBE_FILE)),
+    (s) => labels.get(s)!,
+    o.traceGc ? oursGcPauses(o.outDir) : undefined,
+  );
+  ctx.results.extra.tails = rows;
+  writeFileSync(join(o.outDir, 'tails.md'), tailsMarkdown(rows));
+}
+
+/** Our service's GC pauses (--trace-gc lines in its log), on the epoch clock of its loop probe. */
+function oursGcPauses(dir: string): GcPause[] | undefined {
+  try {
+    const origin = probeTimeOrigin(readFileSync(join(dir, OURS_LOOP_PROBE_FILE), 'utf8'));
+    if (origin === undefined) return undefined;
+    return parseTraceGc(readFileSync(join(dir, 'ours.log'), 'utf8'), origin);
+  } catch {
+    return undefined;
+  }
+}
+
+async function rounds(ctx: PhaseContext, labels: Map<object, string>): Promise<void> {
+  const { o } = ctx;
+  for (const w of o.latencyWorkloads.filter((x) => o.workloads.includes(x))) {
+    for (const rate of o.rates) {
+      await ctx.eachVariant(async (svc, round, v) => {
+        const s = await measureVariant(ctx, svc, round, v, {
+          warmupMs: o.warmupMs,
+          durationMs: o.latencyDurationMs,
+          workload: w,
+          seed: 2000 + round,
+          mode: 'open',
+          rate,
+        });
+        const label = `${w} ${v.shape.label} ${v.driver.name} @${rate}/s r${round}`;
+        labels.set(s, label);
+        ctx.record(s, `${w} ${svc.kind} ${v.shape.label} ${v.driver.name} @${rate}/s r${round}`);
+      }, o.latencyRounds);
+    }
+  }
+}
+
+function figures(r: BenchResults, o: BenchOptions): Figure[] {
+  const out: Figure[] = [];
+  const add = figureAdder(r, out);
+  for (const w of o.workloads) {
+    for (const rate of o.rates) {
+      const at = (s: BenchResults['samples'][number]) =>
+        s.workload === w && s.mode === 'open' && s.targetRate === rate;
+      for (const v of variantsOf(r.samples, at)) {
+        const by = (k: string) =>
+          r.samples.filter(
+            (s) => at(s) && s.service === k && shapeOf(s) === v.shape && driverOf(s) === v.driver,
+          );
+        for (const [q, field] of [
+          ['p50', 'p50Us'],
+          ['p99', 'p99Us'],
+          ['p99.9', 'p999Us'],
+        ] as const) {
+          add(
+            WORKLOAD_TITLES[w],
+            `${q} at ${rate}/s (open loop) ${variantLabel(v)}`,
+            'µs',
+            'lower',
+            (k) => by(k).map((s) => s.latency[field]),
+            q !== 'p50' && TARGET_RATES.has(rate) ? { ratioMax: 1.0 } : undefined,
+            { workload: w, metric: `${q}Us`, shape: v.shape, driver: v.driver, rate },
+          );
+        }
+      }
+    }
+  }
+  return out;
+}
+
+export const latencyPhase: Phase = { name: 'latency', run, figures };
