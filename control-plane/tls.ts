@@ -7,7 +7,7 @@
 import { readFileSync } from 'node:fs';
 import { createSecureContext } from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
-import type { Logger } from './server.js';
+import type { Logger } from '../common/index.js';
 
 type CaUpdate = grpc.experimental.CaCertificateUpdate;
 type IdentityUpdate = grpc.experimental.IdentityCertificateUpdate;

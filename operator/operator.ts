@@ -6,18 +6,13 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { Registry } from 'prom-client';
-import {
-  AdsServer,
-  InMemorySnapshotCache,
-  silentLogger,
-  type Logger,
-  type TlsFiles,
-} from '../control-plane/index.js';
+import { silentLogger, type Logger } from '../common/index.js';
+import { AdsServer, InMemorySnapshotCache, type TlsFiles } from '../control-plane/index.js';
 import { POD_STATE_EVENTS, RateLimitOperatorController } from './controller.js';
 import type { DomainPolicy } from './domain-policy.js';
-import { LeaderElector } from './leader.js';
-import { PodReports, reportStream } from './pod-report.js';
-import { PodReporter } from './pod-reporter.js';
+import { LeaderElector } from './kube/index.js';
+import { PodReports, reportStream } from './pod-reports.js';
+import { PodReporter } from './pod-report-writer.js';
 
 export interface OperatorOptions {
   readonly kubeConfig: KubeConfig;

@@ -15,17 +15,9 @@ import {
   type WireDiscoveryResponse,
   type WireNode,
 } from '../../proto/index.js';
+import { silentLogger, type Logger } from '../../common/index.js';
 import type { ParsedConfigSource } from '../config/types.js';
 import { DEFAULT_BACKOFF, ExponentialBackoff, type BackoffOptions } from './backoff.js';
-
-export interface XdsLogger {
-  debug(obj: object, msg?: string): void;
-  info(obj: object, msg?: string): void;
-  warn(obj: object, msg?: string): void;
-  error(obj: object, msg?: string): void;
-}
-
-const silent: XdsLogger = { debug() {}, info() {}, warn() {}, error() {} };
 
 export interface XdsConfigClientOptions {
   /** CONFIG_GRPC_XDS_NODE_ID. */
@@ -64,7 +56,7 @@ export interface XdsConfigClientOptions {
    * ms for 10k descriptors) can run off this thread. Responses are applied one at a time, in order.
    */
   readonly onEncodedConfig?: (messages: Uint8Array[], version: string) => Promise<string | undefined>;
-  readonly logger?: XdsLogger;
+  readonly logger?: Logger;
 }
 
 export interface XdsConfigClientEvents {
@@ -86,7 +78,7 @@ type AdsCall = grpc.ClientDuplexStream<WireDiscoveryRequest, WireDiscoveryRespon
 const NACK_CODE = 3;
 
 export class XdsConfigClient extends EventEmitter<XdsConfigClientEvents> {
-  private readonly log: XdsLogger;
+  private readonly log: Logger;
   private readonly backoff: ExponentialBackoff;
   private client: grpc.Client | undefined;
   private call: AdsCall | undefined;
@@ -102,7 +94,7 @@ export class XdsConfigClient extends EventEmitter<XdsConfigClientEvents> {
     super();
     if (!opts.onConfig && !opts.onEncodedConfig)
       throw new Error('XdsConfigClient needs onConfig or onEncodedConfig');
-    this.log = opts.logger ?? silent;
+    this.log = opts.logger ?? silentLogger;
     this.backoff = new ExponentialBackoff({ ...DEFAULT_BACKOFF, ...opts.backoff });
     const fields: Record<string, { stringValue: string }> = {};
     for (const [k, v] of Object.entries(opts.nodeMetadata ?? {})) fields[k] = { stringValue: v };

@@ -1,10 +1,10 @@
-// The writer of this replica's pod report (operator/pod-report.ts has the format and the reader): the
+// The writer of this replica's pod report (operator/pod-reports.ts has the format and the reader): the
 // Lease `<election id>-pods-<identity>`, rewritten shortly after any stream change and renewed on a
 // timer, deleted on shutdown. A Lease refuses an update without a resourceVersion, so every write is
 // an optimistic-concurrency update (read, update with the resourceVersion, again on a conflict).
 import { CoordinationV1Api, type KubeConfig, type V1Lease } from '@kubernetes/client-node';
-import { silentLogger, type Logger } from '../control-plane/index.js';
-import { microTime } from './leader.js';
+import { silentLogger, type Logger } from '../common/index.js';
+import { microTime } from './kube/index.js';
 import {
   encodeReport,
   REPORT_ANNOTATION,
@@ -12,7 +12,7 @@ import {
   reportLeaseName,
   statusCode,
   type ReportedPod,
-} from './pod-report.js';
+} from './pod-reports.js';
 
 export interface PodReporterOptions {
   readonly kubeConfig: KubeConfig;
