@@ -3,7 +3,6 @@
 // the previous config keeps serving; the stream is re-established forever with backoff, and the
 // last good config keeps serving while disconnected.
 import { EventEmitter } from 'node:events';
-import { readFileSync } from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
 import {
   ADS_STREAM_METHOD,
@@ -15,7 +14,7 @@ import {
   type WireDiscoveryResponse,
   type WireNode,
 } from '../../proto/index.js';
-import { silentLogger, type Logger } from '../../common/index.js';
+import { readTlsFiles, silentLogger, type Logger } from '../../common/index.js';
 import type { ParsedConfigSource } from '../config/types.js';
 import { DEFAULT_BACKOFF, ExponentialBackoff, type BackoffOptions } from './backoff.js';
 
@@ -136,11 +135,8 @@ export class XdsConfigClient extends EventEmitter<XdsConfigClientEvents> {
     const o = this.opts;
     if (!o.useTls) return grpc.credentials.createInsecure();
     // Files are read on each connect, so rotated certificates are picked up on the next reconnect.
-    return grpc.credentials.createSsl(
-      o.serverCaCert ? readFileSync(o.serverCaCert) : null,
-      o.clientKey ? readFileSync(o.clientKey) : null,
-      o.clientCert ? readFileSync(o.clientCert) : null,
-    );
+    const pem = readTlsFiles({ caFile: o.serverCaCert, keyFile: o.clientKey, certFile: o.clientCert });
+    return grpc.credentials.createSsl(pem.ca ?? null, pem.key ?? null, pem.cert ?? null);
   }
 
   private connect(): void {
