@@ -2,3 +2,4 @@
 // listen addresses, the metrics and health endpoint). The bottom layer: it imports nothing of ours.
 export * from './logger.js';
 export * from './tls-files.js';
+export * from './http-endpoint.js';
