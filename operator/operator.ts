@@ -17,7 +17,7 @@ import { POD_STATE_EVENTS, RateLimitOperatorController } from './controller.js';
 import type { DomainPolicy } from './domain-policy.js';
 import { LeaderElector } from './kube/index.js';
 import { PodReports, reportStream } from './pod-reports.js';
-import { PodReporter } from './pod-report-writer.js';
+import { PodReportWriter } from './pod-report-writer.js';
 
 export interface OperatorOptions {
   readonly kubeConfig: KubeConfig;
@@ -69,10 +69,10 @@ export class RateLimitOperator {
   readonly registry = new Registry();
   readonly controller: RateLimitOperatorController;
   readonly leader: LeaderElector | undefined;
-  readonly podReporter: PodReporter | undefined;
+  readonly podReportWriter: PodReportWriter | undefined;
   readonly podReports: PodReports | undefined;
   readonly identity: string;
-  private readonly onStreamChange = () => this.podReporter?.changed();
+  private readonly onStreamChange = () => this.podReportWriter?.changed();
   private readonly log: Logger;
   private metricsServer: EndpointServer | undefined;
   private healthServer: EndpointServer | undefined;
@@ -107,7 +107,7 @@ export class RateLimitOperator {
         logger: this.log,
       };
       const ttlMs = opts.podReportTtlMs ?? 30_000;
-      this.podReporter = new PodReporter({
+      this.podReportWriter = new PodReportWriter({
         ...common,
         ttlMs,
         pods: () => this.ads.streams().map(reportStream),
@@ -169,7 +169,7 @@ export class RateLimitOperator {
     this.controller.start();
     for (const ev of POD_STATE_EVENTS) this.ads.on(ev, this.onStreamChange);
     this.podReports?.start();
-    this.podReporter?.start();
+    this.podReportWriter?.start();
     this.leader?.start();
     this.log.info(
       {
@@ -191,7 +191,7 @@ export class RateLimitOperator {
   private async shutDown(): Promise<void> {
     await this.leader?.close();
     for (const ev of POD_STATE_EVENTS) this.ads.off(ev, this.onStreamChange);
-    await this.podReporter?.close();
+    await this.podReportWriter?.close();
     await this.podReports?.close();
     await this.controller.close();
     await this.ads.close();

@@ -14,7 +14,7 @@ import {
   type ReportedPod,
 } from './pod-reports.js';
 
-export interface PodReporterOptions {
+export interface PodReportWriterOptions {
   readonly kubeConfig: KubeConfig;
   readonly namespace: string;
   /** The leader election Lease name: reports are labelled with it and named after it. */
@@ -30,7 +30,7 @@ export interface PodReporterOptions {
 }
 
 /** Writes this replica's report: on change (debounced) and on a timer. */
-export class PodReporter {
+export class PodReportWriter {
   private readonly api: CoordinationV1Api;
   readonly name: string;
   private readonly ttlMs: number;
@@ -46,7 +46,7 @@ export class PodReporter {
   /** Successful writes (for tests and metrics). */
   writes = 0;
 
-  constructor(private readonly opts: PodReporterOptions) {
+  constructor(private readonly opts: PodReportWriterOptions) {
     this.api = opts.kubeConfig.makeApiClient(CoordinationV1Api);
     this.name = reportLeaseName(opts.electionName, opts.identity);
     this.ttlMs = opts.ttlMs ?? 30_000;
