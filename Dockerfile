@@ -11,6 +11,7 @@ COPY package.json package-lock.json ./
 COPY papers/package.json ./papers/
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
+COPY common ./common
 COPY proto ./proto
 COPY ratelimit ./ratelimit
 COPY control-plane ./control-plane

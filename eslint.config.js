@@ -1,5 +1,19 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
+import layers from './scripts/eslint-layers.js';
+
+// The layers, lowest first: each product folder may import its own files and the folders listed for it
+// (a prefix such as ratelimit/config allows only that part). Dependencies point one way:
+// operator -> control-plane -> ratelimit -> proto -> common. Tests (*.test.ts and their helpers) may
+// import any layer; tools may import anything; test infrastructure is imported only by tests and tools.
+// Every folder with an index.ts is entered from outside only through it. README.md, "Architecture".
+const LAYERS = {
+  common: [],
+  proto: ['common'],
+  ratelimit: ['proto', 'common'],
+  'control-plane': ['ratelimit/config', 'proto', 'common'],
+  operator: ['control-plane', 'ratelimit/config', 'proto', 'common'],
+};
 
 export default tseslint.config(
   { ignores: ['**/node_modules/**', '**/dist/**', '**/.tap/**', 'papers/public/**'] },
@@ -24,6 +38,22 @@ export default tseslint.config(
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
       '@typescript-eslint/no-explicit-any': 'off',
       'no-constant-condition': ['error', { checkLoops: false }],
+    },
+  },
+  {
+    files: ['**/*.ts'],
+    plugins: { layers },
+    rules: {
+      'layers/imports': [
+        'error',
+        {
+          layers: LAYERS,
+          testInfrastructure: ['harness', 'bench', 'e2e'],
+          tools: ['harness', 'bench', 'e2e', 'scripts', 'crds', 'charts', 'docs', 'tools'],
+          isolated: ['papers'],
+          testFiles: '(\\.test\\.ts|/testing\\.ts|/test-support\\.ts)$',
+        },
+      ],
     },
   },
 );

@@ -25,7 +25,7 @@ import {
 } from '../ratelimit/config/index.js';
 import { DEFAULT_NODE, type SnapshotCache } from './cache.js';
 import { resourceFromDocument } from './resources.js';
-import { silentLogger, type Logger } from './server.js';
+import { silentLogger, type Logger } from '../common/index.js';
 
 /** API group of the RateLimitConfig custom resource; any apiVersion whose group ends with it is accepted. */
 export const RATELIMIT_CRD_GROUP = 'ratelimit.envoyproxy.io';

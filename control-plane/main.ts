@@ -1,8 +1,8 @@
 // ratelimit-control-plane: serves RateLimitConfig resources from a directory over ADS (SotW).
-import { createServer, type Server as HttpServer } from 'node:http';
 import { parseArgs } from 'node:util';
 import pino from 'pino';
 import { Registry } from 'prom-client';
+import { EndpointServer, metricsEndpoint } from '../common/index.js';
 import { InMemorySnapshotCache } from './cache.js';
 import { DirectoryConfigSource } from './file-source.js';
 import { registerAdsMetrics, registerSourceMetrics } from './metrics.js';
@@ -14,12 +14,6 @@ function int(v: string | undefined, name: string): number | undefined {
   const n = Number(v);
   if (!Number.isInteger(n) || n < 0) throw new Error(`--${name}: not a non-negative integer: ${v}`);
   return n;
-}
-
-function splitHostPort(hp: string): { host: string; port: number } {
-  const i = hp.lastIndexOf(':');
-  if (i < 0) throw new Error(`not host:port: ${hp}`);
-  return { host: hp.slice(0, i).replace(/^\[|\]$/g, '') || '0.0.0.0', port: Number(hp.slice(i + 1)) };
 }
 
 export async function main(argv: string[]): Promise<number> {
@@ -97,24 +91,18 @@ export async function main(argv: string[]): Promise<number> {
     logger: log,
   });
 
-  let metricsServer: HttpServer | undefined;
+  let metricsServer: EndpointServer | undefined;
   if (values['metrics-listen']) {
     const registry = new Registry();
     registerAdsMetrics(server, { registry });
     registerSourceMetrics(source, { registry });
-    const { host, port } = splitHostPort(values['metrics-listen']);
-    metricsServer = createServer((req, res) => {
-      if (req.url !== '/metrics') {
-        res.writeHead(404).end();
-        return;
-      }
-      registry.metrics().then(
-        (text) => res.writeHead(200, { 'content-type': registry.contentType }).end(text),
-        (err) => res.writeHead(500).end(String(err)),
-      );
-    });
-    await new Promise<void>((resolve) => metricsServer!.listen(port, host, resolve));
-    log.info({ listen: values['metrics-listen'] }, 'metrics listening');
+    metricsServer = new EndpointServer(
+      values['metrics-listen'],
+      { '/metrics': metricsEndpoint(registry) },
+      '--metrics-listen',
+    );
+    const port = await metricsServer.start();
+    log.info({ listen: values['metrics-listen'], port }, 'metrics listening');
   }
 
   await source.start();
@@ -132,7 +120,7 @@ export async function main(argv: string[]): Promise<number> {
   });
   await source.close();
   await server.close();
-  await new Promise<void>((resolve) => (metricsServer ? metricsServer.close(() => resolve()) : resolve()));
+  await metricsServer?.close();
   return 0;
 }
 

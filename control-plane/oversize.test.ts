@@ -8,7 +8,8 @@ import { loadSettings } from '../ratelimit/settings/index.js';
 import { InMemorySnapshotCache } from './cache.js';
 import { registerAdsMetrics } from './metrics.js';
 import { rateLimitConfigResource } from './resources.js';
-import { AdsServer, type OversizeEvent } from './server.js';
+import { AdsServer } from './server.js';
+import type { OversizeEvent } from './stream-state.js';
 import { openRawAdsStream } from './testing.js';
 
 const big = (name: string, n: number) =>

@@ -4,7 +4,8 @@ import { decodeRateLimitConfig, RATELIMIT_CONFIG_TYPE_URL } from '../proto/index
 import { InMemorySnapshotCache } from './cache.js';
 import { registerAdsMetrics } from './metrics.js';
 import { rateLimitConfigResource } from './resources.js';
-import { AdsServer, type NackEvent } from './server.js';
+import { AdsServer } from './server.js';
+import type { NackEvent } from './stream-state.js';
 import { openRawAdsStream } from './testing.js';
 
 const cfg = (name: string, rpu: number) =>

@@ -4,10 +4,8 @@
 // rotation, a key that does not match its certificate) is logged and the previous certificate keeps
 // serving. grpc-js' own FileWatcherCertificateProvider drops every new connection in that case, hence
 // this small provider on grpc-js' public (experimental) CertificateProvider interface.
-import { readFileSync } from 'node:fs';
-import { createSecureContext } from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
-import type { Logger } from './server.js';
+import { TlsFileWatcher, type Logger } from '../common/index.js';
 
 type CaUpdate = grpc.experimental.CaCertificateUpdate;
 type IdentityUpdate = grpc.experimental.IdentityCertificateUpdate;
@@ -24,85 +22,55 @@ export interface TlsFiles {
   readonly reloadIntervalMs?: number;
 }
 
-interface Pem {
-  cert: Buffer;
-  key: Buffer;
-  ca: Buffer | undefined;
-}
-
-const samePem = (a: Pem, b: Pem) =>
-  a.cert.equals(b.cert) && a.key.equals(b.key) && (a.ca && b.ca ? a.ca.equals(b.ca) : a.ca === b.ca);
-
-/** Certificate, key and CA files, re-read on an interval; listeners hear only valid changes. */
+/**
+ * Certificate, key and CA files, re-read on an interval (common/tls-files.ts keeps the last good set);
+ * grpc-js' listeners hear only valid changes.
+ */
 export class ReloadingTlsFiles implements grpc.experimental.CertificateProvider {
-  private current: Pem;
-  private timer: NodeJS.Timeout | undefined;
-  private lastError = '';
+  private readonly files: TlsFileWatcher;
   private readonly caListeners = new Set<(u: CaUpdate | null) => void>();
   private readonly identityListeners = new Set<(u: IdentityUpdate | null) => void>();
 
   /** Reads and checks the files now: a server never starts on files it cannot serve. */
-  constructor(
-    private readonly files: TlsFiles,
-    private readonly log: Logger,
-  ) {
-    this.current = this.read();
-  }
-
-  private read(): Pem {
-    const f = this.files;
-    const pem: Pem = {
-      cert: readFileSync(f.certFile),
-      key: readFileSync(f.keyFile),
-      ca: f.caFile ? readFileSync(f.caFile) : undefined,
-    };
-    createSecureContext(pem); // throws on a mismatched key, a bad PEM or a bad CA bundle
-    return pem;
+  constructor(files: TlsFiles, log: Logger) {
+    if (!files.certFile || !files.keyFile) throw new Error('xDS TLS needs a certificate file and a key file');
+    this.files = new TlsFileWatcher(files, {
+      intervalMs: files.reloadIntervalMs,
+      onError: (err) =>
+        log.error(
+          { err: err.message, certFile: files.certFile },
+          'xDS TLS files unreadable or invalid; new connections keep the previous certificate',
+        ),
+      onChange: () => {
+        log.warn({ certFile: files.certFile }, 'xDS TLS files changed: new connections use them');
+        for (const l of this.identityListeners) l(this.identity());
+        for (const l of this.caListeners) l(this.ca());
+      },
+    });
   }
 
   /** Starts re-reading the files; stop with close(). */
   start(): void {
-    if (this.timer) return;
-    this.timer = setInterval(() => this.reload(), this.files.reloadIntervalMs ?? 10_000);
-    this.timer.unref();
+    this.files.start();
   }
 
   close(): void {
-    clearInterval(this.timer);
-    this.timer = undefined;
+    this.files.close();
   }
 
   /** Re-reads the files now; true when new certificates were taken. */
   reload(): boolean {
-    let next: Pem;
-    try {
-      next = this.read();
-    } catch (err) {
-      const message = (err as Error).message;
-      if (message !== this.lastError) {
-        this.lastError = message;
-        this.log.error(
-          { err: message, certFile: this.files.certFile },
-          'xDS TLS files unreadable or invalid; new connections keep the previous certificate',
-        );
-      }
-      return false;
-    }
-    this.lastError = '';
-    if (samePem(next, this.current)) return false;
-    this.current = next;
-    this.log.warn({ certFile: this.files.certFile }, 'xDS TLS files changed: new connections use them');
-    for (const l of this.identityListeners) l(this.identity());
-    for (const l of this.caListeners) l(this.ca());
-    return true;
+    return this.files.reload();
   }
 
   private identity(): IdentityUpdate {
-    return { certificate: this.current.cert, privateKey: this.current.key };
+    const pem = this.files.current;
+    return { certificate: pem.cert!, privateKey: pem.key! };
   }
 
   private ca(): CaUpdate | null {
-    return this.current.ca ? { caCertificate: this.current.ca } : null;
+    const ca = this.files.current.ca;
+    return ca ? { caCertificate: ca } : null;
   }
 
   addCaCertificateListener(listener: (u: CaUpdate | null) => void): void {

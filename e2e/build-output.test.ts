@@ -17,7 +17,7 @@ t.test('dist/ holds the production folders only, without tests, test helpers or 
   ensureBuilt();
   const dist = join(REPO_ROOT, 'dist');
   const top = readdirSync(dist).filter((n) => !n.startsWith('.'));
-  t.same(top.sort(), ['control-plane', 'operator', 'proto', 'ratelimit']);
+  t.same(top.sort(), ['common', 'control-plane', 'operator', 'proto', 'ratelimit']);
   const js = files(dist)
     .filter((f) => f.endsWith('.js'))
     .map((f) => relative(dist, f));

@@ -181,7 +181,7 @@ t.test(
     t.match(events.stdout, /event\/rbac\./, 'Events created');
     // Pod reports: written (create/update), read (list/watch), deleted on shutdown (delete).
     await waitFor('pod report written and watched', async () =>
-      operator.podReporter!.writes >= 1 && operator.podReports!.reflector.synced ? true : undefined,
+      operator.podReportWriter!.writes >= 1 && operator.podReports!.reflector.synced ? true : undefined,
     );
     const leases = () => k('get', 'leases', '-n', 'ratelimit-system', '-o', 'name');
     t.match((await leases()).stdout, /lease.coordination.k8s.io\/ratelimit-operator-pods-/);

@@ -5,7 +5,7 @@
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
 import t from 'tap';
-import { Reflector } from '../operator/reflector.js';
+import { Reflector } from '../operator/kube/index.js';
 import { GROUP, PLURAL, VERSION, type RateLimitConfigObject } from '../operator/resource.js';
 import { applyRlc, deleteRlc, installCrd, rlcFromYaml, waitFor } from '../operator/testing.js';
 import { startKube, type KubeHarness } from '../harness/kube.js';

@@ -9,7 +9,7 @@ import { openRawAdsStream } from '../control-plane/testing.js';
 import type { RateLimitConfig } from '../ratelimit/config/index.js';
 import type { TestApp } from '../ratelimit/test-support.js';
 import { createXdsSource } from '../ratelimit/xds-source.js';
-import { REPORT_ANNOTATION, REPORT_LABEL } from '../operator/pod-report.js';
+import { REPORT_ANNOTATION, REPORT_LABEL } from '../operator/pod-reports.js';
 import { USAGE_FLAGS } from '../operator/usage.js';
 import {
   applyRlc,

@@ -13,17 +13,12 @@ import {
   type KubeConfig,
 } from '@kubernetes/client-node';
 import { Counter, Gauge, type Registry } from 'prom-client';
-import {
-  registerAdsMetrics,
-  type AdsServer,
-  type Logger,
-  type SnapshotCache,
-  silentLogger,
-} from '../control-plane/index.js';
+import { silentLogger, type Logger } from '../common/index.js';
+import { registerAdsMetrics, type AdsServer, type SnapshotCache } from '../control-plane/index.js';
 import { RATELIMIT_CONFIG_TYPE_URL } from '../proto/index.js';
 import type { DomainPolicy } from './domain-policy.js';
 import { reconcile, type ReconcileResult } from './reconcile.js';
-import { Reflector } from './reflector.js';
+import { Reflector } from './kube/index.js';
 import {
   GROUP,
   PLURAL,
@@ -33,9 +28,9 @@ import {
   type RateLimitConfigStatus,
 } from './resource.js';
 import { StatusEvents } from './events.js';
-import { reportStream, toPodState } from './pod-report.js';
+import { reportStream, toPodState } from './pod-reports.js';
 import { desiredStatus, sameStatus, VersionIndex, type PodState } from './status.js';
-import { WorkQueue } from './workqueue.js';
+import { WorkQueue } from './kube/index.js';
 
 /** The queue key that rebuilds the snapshot; resource keys (`ns/name`) check that resource's status. */
 const SNAPSHOT_KEY = '@snapshot';
@@ -49,7 +44,7 @@ export interface LeaderView {
   on(event: 'started' | 'stopped', listener: () => void): unknown;
 }
 
-/** Pods connected to the other replicas (operator/pod-report.ts). */
+/** Pods connected to the other replicas (operator/pod-reports.ts). */
 export interface PeerPods {
   pods(): PodState[];
   on(event: 'change', listener: () => void): unknown;

@@ -1,7 +1,7 @@
 // Kubernetes Events for a resource, from the change between its previous and new status: acceptance
 // changes (Accepted / the rejection reason, FieldsNotServed with it), becoming Programmed, a NACK.
 import type { CoreV1Api } from '@kubernetes/client-node';
-import type { Logger } from '../control-plane/index.js';
+import type { Logger } from '../common/index.js';
 import { API_VERSION, KIND, type RateLimitConfigObject, type RateLimitConfigStatus } from './resource.js';
 
 export interface StatusEventsOptions {

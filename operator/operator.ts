@@ -1,23 +1,23 @@
 // One operator replica: the embedded xDS server (control-plane), the controller, leader election and
 // the health and metrics endpoints. Constructed from options so tests run the real thing in-process.
 import { existsSync, readFileSync } from 'node:fs';
-import { createServer, type Server as HttpServer } from 'node:http';
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { Registry } from 'prom-client';
 import {
-  AdsServer,
-  InMemorySnapshotCache,
+  EndpointServer,
+  healthEndpoint,
+  metricsEndpoint,
   silentLogger,
   type Logger,
-  type TlsFiles,
-} from '../control-plane/index.js';
+} from '../common/index.js';
+import { AdsServer, InMemorySnapshotCache, type TlsFiles } from '../control-plane/index.js';
 import { POD_STATE_EVENTS, RateLimitOperatorController } from './controller.js';
 import type { DomainPolicy } from './domain-policy.js';
-import { LeaderElector } from './leader.js';
-import { PodReports, reportStream } from './pod-report.js';
-import { PodReporter } from './pod-reporter.js';
+import { LeaderElector } from './kube/index.js';
+import { PodReports, reportStream } from './pod-reports.js';
+import { PodReportWriter } from './pod-report-writer.js';
 
 export interface OperatorOptions {
   readonly kubeConfig: KubeConfig;
@@ -63,37 +63,19 @@ export function defaultIdentity(): string {
   return `${hostname()}-${randomBytes(3).toString('hex')}`;
 }
 
-function splitHostPort(hp: string): { host: string; port: number } {
-  const i = hp.lastIndexOf(':');
-  if (i < 0) throw new Error(`not host:port: ${hp}`);
-  const port = Number(hp.slice(i + 1));
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`bad port in ${hp}`);
-  return { host: hp.slice(0, i).replace(/^\[|\]$/g, '') || '0.0.0.0', port };
-}
-
-async function listen(server: HttpServer, hp: string): Promise<number> {
-  const { host, port } = splitHostPort(hp);
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, () => resolve());
-  });
-  const addr = server.address();
-  return typeof addr === 'object' && addr ? addr.port : port;
-}
-
 export class RateLimitOperator {
   readonly cache = new InMemorySnapshotCache();
   readonly ads: AdsServer;
   readonly registry = new Registry();
   readonly controller: RateLimitOperatorController;
   readonly leader: LeaderElector | undefined;
-  readonly podReporter: PodReporter | undefined;
+  readonly podReportWriter: PodReportWriter | undefined;
   readonly podReports: PodReports | undefined;
   readonly identity: string;
-  private readonly onStreamChange = () => this.podReporter?.changed();
+  private readonly onStreamChange = () => this.podReportWriter?.changed();
   private readonly log: Logger;
-  private metricsServer: HttpServer | undefined;
-  private healthServer: HttpServer | undefined;
+  private metricsServer: EndpointServer | undefined;
+  private healthServer: EndpointServer | undefined;
   private closing: Promise<void> | undefined;
   metricsPort = 0;
   healthPort = 0;
@@ -125,7 +107,7 @@ export class RateLimitOperator {
         logger: this.log,
       };
       const ttlMs = opts.podReportTtlMs ?? 30_000;
-      this.podReporter = new PodReporter({
+      this.podReportWriter = new PodReportWriter({
         ...common,
         ttlMs,
         pods: () => this.ads.streams().map(reportStream),
@@ -163,33 +145,31 @@ export class RateLimitOperator {
   async start(): Promise<void> {
     await this.ads.start();
     if (this.opts.healthListen) {
-      this.healthServer = createServer((req, res) => {
-        const path = (req.url ?? '').split('?')[0];
-        if (path === '/healthz') {
-          res.writeHead(200, { 'content-type': 'text/plain' }).end('ok\n');
-        } else if (path === '/readyz') {
-          const ready = this.controller.ready;
-          res
-            .writeHead(ready ? 200 : 503, { 'content-type': 'text/plain' })
-            .end(ready ? 'ok\n' : 'waiting for the first complete list of RateLimitConfigs\n');
-        } else res.writeHead(404).end();
-      });
-      this.healthPort = await listen(this.healthServer, this.opts.healthListen);
+      this.healthServer = new EndpointServer(
+        this.opts.healthListen,
+        {
+          '/healthz': healthEndpoint(),
+          '/readyz': healthEndpoint(
+            () => this.controller.ready,
+            'waiting for the first complete list of RateLimitConfigs',
+          ),
+        },
+        '--health-listen',
+      );
+      this.healthPort = await this.healthServer.start();
     }
     if (this.opts.metricsListen) {
-      this.metricsServer = createServer((req, res) => {
-        if ((req.url ?? '').split('?')[0] !== '/metrics') return void res.writeHead(404).end();
-        this.registry.metrics().then(
-          (body) => res.writeHead(200, { 'content-type': this.registry.contentType }).end(body),
-          (err: Error) => res.writeHead(500).end(err.message),
-        );
-      });
-      this.metricsPort = await listen(this.metricsServer, this.opts.metricsListen);
+      this.metricsServer = new EndpointServer(
+        this.opts.metricsListen,
+        { '/metrics': metricsEndpoint(this.registry) },
+        '--metrics-listen',
+      );
+      this.metricsPort = await this.metricsServer.start();
     }
     this.controller.start();
     for (const ev of POD_STATE_EVENTS) this.ads.on(ev, this.onStreamChange);
     this.podReports?.start();
-    this.podReporter?.start();
+    this.podReportWriter?.start();
     this.leader?.start();
     this.log.info(
       {
@@ -211,12 +191,11 @@ export class RateLimitOperator {
   private async shutDown(): Promise<void> {
     await this.leader?.close();
     for (const ev of POD_STATE_EVENTS) this.ads.off(ev, this.onStreamChange);
-    await this.podReporter?.close();
+    await this.podReportWriter?.close();
     await this.podReports?.close();
     await this.controller.close();
     await this.ads.close();
-    for (const s of [this.metricsServer, this.healthServer]) {
-      if (s) await new Promise<void>((r) => s.close(() => r()));
-    }
+    await this.metricsServer?.close();
+    await this.healthServer?.close();
   }
 }

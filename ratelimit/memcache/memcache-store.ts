@@ -7,9 +7,9 @@
 // decision uses the count it returns: exact under concurrency, for one extra round trip on a new key.
 // Pods of both implementations given the same node list still share the same counters.
 import type { ConnectionOptions } from 'node:tls';
-import { readFileSync } from 'node:fs';
 import { status as GrpcStatus } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
+import { clientTlsOptions } from '../../common/index.js';
 import { CacheError, type CounterOp, type CounterStore } from '../limiter/index.js';
 import { ServiceError } from '../service/errors.js';
 import type { Settings } from '../settings/index.js';
@@ -34,13 +34,7 @@ export interface MemcacheCounterStoreOptions {
 
 function tlsConnectionOptions(s: Settings['memcache']): ConnectionOptions | undefined {
   if (!s.tls) return undefined;
-  const f = s.tlsFiles;
-  const o: ConnectionOptions = {};
-  if (f.caCert) o.ca = readFileSync(f.caCert);
-  if (f.clientCert) o.cert = readFileSync(f.clientCert);
-  if (f.clientKey) o.key = readFileSync(f.clientKey);
-  if (f.skipHostnameVerification) o.checkServerIdentity = () => undefined;
-  return o;
+  return clientTlsOptions(s.tlsFiles);
 }
 
 function memcacheError(err: unknown): CacheError {

@@ -1,8 +1,8 @@
 // Turns the reference's REDIS_* (or REDIS_PERSECOND_*) settings into an ioredis client:
 // a Redis for `single` (tcp or unix socket) and `sentinel` (ioredis's own sentinel support),
 // a Cluster for `cluster` (ioredis's own cluster support, MOVED/ASK followed by it).
-import { readFileSync } from 'node:fs';
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
+import { clientTlsOptions } from '../../common/index.js';
 import type { RedisSettings, TlsFiles } from '../settings/index.js';
 import { SettingsError } from '../settings/index.js';
 
@@ -70,12 +70,7 @@ export function parseRedisTarget(s: RedisSettings, variable: string): RedisTarge
 }
 
 export function tlsOptions(files: TlsFiles): NonNullable<RedisOptions['tls']> {
-  const tls: NonNullable<RedisOptions['tls']> = {};
-  if (files.caCert) tls.ca = readFileSync(files.caCert);
-  if (files.clientCert) tls.cert = readFileSync(files.clientCert);
-  if (files.clientKey) tls.key = readFileSync(files.clientKey);
-  if (files.skipHostnameVerification) tls.checkServerIdentity = () => undefined;
-  return tls;
+  return clientTlsOptions(files);
 }
 
 /** Reconnect backoff: 100, 200, 400, 800 ms, then every second (short, so a failover is followed fast). */

@@ -11,9 +11,9 @@
 //   +/-10% jitter and a grace period (GOAWAY, then close), and graceful shutdown with a deadline.
 // It does not do: client deadlines (grpc-timeout is not enforced: Envoy cancels on its own timeout and the
 // answer is dropped), keepalive pings from the server, compression of responses, or client streaming.
-import { readFileSync } from 'node:fs';
 import http2 from 'node:http2';
 import type { Logger } from 'pino';
+import { TlsFileWatcher } from '../../common/index.js';
 import {
   type MethodEntry,
   refuseHttp,
@@ -63,7 +63,7 @@ export class H2GrpcServer {
   private readonly sessions = new Set<http2.ServerHttp2Session>();
   private readonly openStreams = new Set<ServerStream<unknown>>();
   private server: http2.Http2Server | http2.Http2SecureServer | undefined;
-  private tlsTimer: NodeJS.Timeout | undefined;
+  private tlsFiles: TlsFileWatcher | undefined;
   private closing = false;
 
   constructor(private readonly opts: H2GrpcServerOptions) {}
@@ -85,12 +85,13 @@ export class H2GrpcServer {
     const settings: http2.Settings = { maxConcurrentStreams: this.opts.maxConcurrentStreams ?? 1000 };
     const common = { settings, maxSessionMemory: this.opts.maxSessionMemoryMb ?? 64 };
     const tls = this.opts.tls;
-    const server = tls
+    const tlsFiles = tls ? this.watchTls(tls) : undefined;
+    const server = tlsFiles
       ? http2.createSecureServer({
           ...common,
-          ...this.readTls(),
-          requestCert: !!tls.clientCaFile,
-          rejectUnauthorized: !!tls.clientCaFile,
+          ...tlsFiles.current,
+          requestCert: !!tls!.clientCaFile,
+          rejectUnauthorized: !!tls!.clientCaFile,
         })
       : http2.createServer(common);
     this.server = server;
@@ -99,22 +100,7 @@ export class H2GrpcServer {
     server.on('session', (s) => this.onSession(s));
     server.on('stream', (stream, headers) => this.onStream(stream, headers));
     server.on('sessionError', (err) => this.opts.logger.debug({ err }, 'gRPC session error'));
-    if (tls) {
-      let last = JSON.stringify(this.readTls());
-      this.tlsTimer = setInterval(() => {
-        try {
-          const next = this.readTls();
-          const key = JSON.stringify(next);
-          if (key === last) return;
-          last = key;
-          (server as http2.Http2SecureServer).setSecureContext(next);
-          this.opts.logger.warn('gRPC TLS certificate files changed: new connections use them');
-        } catch (err) {
-          this.opts.logger.error({ err }, 'gRPC TLS files unreadable; keeping the previous ones');
-        }
-      }, this.opts.tlsReloadMs ?? 10_000);
-      this.tlsTimer.unref();
-    }
+    tlsFiles?.start();
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       const done = () => {
@@ -128,13 +114,22 @@ export class H2GrpcServer {
     return typeof addr === 'object' && addr ? addr.port : 0;
   }
 
-  private readTls(): { cert: Buffer; key: Buffer; ca?: Buffer } {
-    const t = this.opts.tls!;
-    return {
-      cert: readFileSync(t.certFile),
-      key: readFileSync(t.keyFile),
-      ...(t.clientCaFile ? { ca: readFileSync(t.clientCaFile) } : {}),
-    };
+  /** The certificate files, re-read every tlsReloadMs; a new good set goes to new connections. */
+  private watchTls(tls: NonNullable<H2GrpcServerOptions['tls']>): TlsFileWatcher {
+    if (!tls.certFile || !tls.keyFile) throw new Error('gRPC TLS needs a certificate file and a key file');
+    this.tlsFiles = new TlsFileWatcher(
+      { certFile: tls.certFile, keyFile: tls.keyFile, caFile: tls.clientCaFile },
+      {
+        intervalMs: this.opts.tlsReloadMs,
+        onChange: (pem) => {
+          (this.server as http2.Http2SecureServer).setSecureContext(pem);
+          this.opts.logger.warn('gRPC TLS certificate files changed: new connections use them');
+        },
+        onError: (err) =>
+          this.opts.logger.error({ err }, 'gRPC TLS files unreadable or invalid; keeping the previous ones'),
+      },
+    );
+    return this.tlsFiles;
   }
 
   private onSession(session: http2.ServerHttp2Session): void {
@@ -208,7 +203,7 @@ export class H2GrpcServer {
    */
   async close(deadlineMs = 10_000): Promise<void> {
     this.closing = true;
-    clearInterval(this.tlsTimer);
+    this.tlsFiles?.close();
     const server = this.server;
     if (!server) return;
     const closed = new Promise<void>((resolve) => server.close(() => resolve()));

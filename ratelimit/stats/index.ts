@@ -9,7 +9,7 @@ export {
 } from './statsd-sink.js';
 export { LoggingSink } from './logging-sink.js';
 export { MogrifierMap, MogrifierError, mogrifiersFromEnv } from './mogrifier.js';
-export { PrometheusSink, parseListenAddr, type PrometheusSinkOptions } from './prometheus/prometheus-sink.js';
+export { PrometheusSink, type PrometheusSinkOptions } from './prometheus/prometheus-sink.js';
 export { MetricMapper, MappingError, escapeMetricName, DEFAULT_BUCKETS } from './prometheus/mapper.js';
 export { DEFAULT_MAPPING_YAML } from './prometheus/default-mapping.js';
 export { createStatsPipeline, type StatsPipeline } from './pipeline.js';

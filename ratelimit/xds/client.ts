@@ -3,7 +3,6 @@
 // the previous config keeps serving; the stream is re-established forever with backoff, and the
 // last good config keeps serving while disconnected.
 import { EventEmitter } from 'node:events';
-import { readFileSync } from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
 import {
   ADS_STREAM_METHOD,
@@ -15,17 +14,9 @@ import {
   type WireDiscoveryResponse,
   type WireNode,
 } from '../../proto/index.js';
+import { readTlsFiles, silentLogger, type Logger } from '../../common/index.js';
 import type { ParsedConfigSource } from '../config/types.js';
 import { DEFAULT_BACKOFF, ExponentialBackoff, type BackoffOptions } from './backoff.js';
-
-export interface XdsLogger {
-  debug(obj: object, msg?: string): void;
-  info(obj: object, msg?: string): void;
-  warn(obj: object, msg?: string): void;
-  error(obj: object, msg?: string): void;
-}
-
-const silent: XdsLogger = { debug() {}, info() {}, warn() {}, error() {} };
 
 export interface XdsConfigClientOptions {
   /** CONFIG_GRPC_XDS_NODE_ID. */
@@ -64,7 +55,7 @@ export interface XdsConfigClientOptions {
    * ms for 10k descriptors) can run off this thread. Responses are applied one at a time, in order.
    */
   readonly onEncodedConfig?: (messages: Uint8Array[], version: string) => Promise<string | undefined>;
-  readonly logger?: XdsLogger;
+  readonly logger?: Logger;
 }
 
 export interface XdsConfigClientEvents {
@@ -86,7 +77,7 @@ type AdsCall = grpc.ClientDuplexStream<WireDiscoveryRequest, WireDiscoveryRespon
 const NACK_CODE = 3;
 
 export class XdsConfigClient extends EventEmitter<XdsConfigClientEvents> {
-  private readonly log: XdsLogger;
+  private readonly log: Logger;
   private readonly backoff: ExponentialBackoff;
   private client: grpc.Client | undefined;
   private call: AdsCall | undefined;
@@ -102,7 +93,7 @@ export class XdsConfigClient extends EventEmitter<XdsConfigClientEvents> {
     super();
     if (!opts.onConfig && !opts.onEncodedConfig)
       throw new Error('XdsConfigClient needs onConfig or onEncodedConfig');
-    this.log = opts.logger ?? silent;
+    this.log = opts.logger ?? silentLogger;
     this.backoff = new ExponentialBackoff({ ...DEFAULT_BACKOFF, ...opts.backoff });
     const fields: Record<string, { stringValue: string }> = {};
     for (const [k, v] of Object.entries(opts.nodeMetadata ?? {})) fields[k] = { stringValue: v };
@@ -144,11 +135,8 @@ export class XdsConfigClient extends EventEmitter<XdsConfigClientEvents> {
     const o = this.opts;
     if (!o.useTls) return grpc.credentials.createInsecure();
     // Files are read on each connect, so rotated certificates are picked up on the next reconnect.
-    return grpc.credentials.createSsl(
-      o.serverCaCert ? readFileSync(o.serverCaCert) : null,
-      o.clientKey ? readFileSync(o.clientKey) : null,
-      o.clientCert ? readFileSync(o.clientCert) : null,
-    );
+    const pem = readTlsFiles({ caFile: o.serverCaCert, keyFile: o.clientKey, certFile: o.clientCert });
+    return grpc.credentials.createSsl(pem.ca ?? null, pem.key ?? null, pem.cert ?? null);
   }
 
   private connect(): void {

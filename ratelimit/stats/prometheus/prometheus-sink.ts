@@ -2,9 +2,8 @@
 // mapping or PROMETHEUS_MAPPER_YAML) in a prom-client registry owned by this sink, served on
 // PROMETHEUS_ADDR + PROMETHEUS_PATH. Counters stay counters; timers become a histogram or a
 // summary as the rule's timer_type says, observed in seconds.
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
+import { EndpointServer, metricsEndpoint } from '../../../common/index.js';
 import { collectDefaultMetrics, Counter, Gauge, Registry, Summary } from 'prom-client';
 import { normalizeTags, type StatsSink, type TimerFlush } from '../sink.js';
 import { AggregatedHistogram } from './aggregated-histogram.js';
@@ -33,23 +32,12 @@ type Metric =
   | { kind: 'histogram'; m: AggregatedHistogram }
   | { kind: 'summary'; m: Summary };
 
-export function parseListenAddr(addr: string): { host?: string; port: number } {
-  const i = addr.lastIndexOf(':');
-  if (i < 0) throw new Error(`PROMETHEUS_ADDR '${addr}' has no port`);
-  let host = addr.slice(0, i);
-  const port = Number(addr.slice(i + 1));
-  if (!Number.isInteger(port) || port < 0 || port > 65535)
-    throw new Error(`PROMETHEUS_ADDR '${addr}': bad port`);
-  if (host.startsWith('[') && host.endsWith(']')) host = host.slice(1, -1);
-  return { host: host === '' ? undefined : host, port };
-}
-
 export class PrometheusSink implements StatsSink {
   readonly registry = new Registry();
   readonly mapper: MetricMapper;
   private readonly metrics = new Map<string, Metric>();
   private readonly extraLabels: Record<string, string>;
-  private readonly server: Server;
+  private readonly server: EndpointServer;
   private conflictLogged = new Set<string>();
   /** Events dropped because a name was already used by another metric type (statsd_exporter counts these too). */
   conflicts = 0;
@@ -60,40 +48,21 @@ export class PrometheusSink implements StatsSink {
       normalizeTags(opts.extraTags ?? {}).map(([k, v]) => [k.replace(/[^a-zA-Z0-9_]/g, '_'), v]),
     );
     if (opts.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry });
-    this.server = createServer((req, res) => {
-      const url = (req.url ?? '/').split('?')[0];
-      if (req.method !== 'GET' || url !== this.opts.path) {
-        res.writeHead(404, { 'content-type': 'text/plain' }).end('404 page not found\n');
-        return;
-      }
-      try {
-        this.opts.beforeScrape?.();
-      } catch (err) {
-        this.opts.logger?.warn(`prometheus: flush before scrape failed: ${(err as Error).message}`);
-      }
-      this.registry.metrics().then(
-        (text) => res.writeHead(200, { 'content-type': this.registry.contentType }).end(text),
-        (err: Error) => res.writeHead(500, { 'content-type': 'text/plain' }).end(err.message),
-      );
-    });
+    const scrape = metricsEndpoint(this.registry, opts.beforeScrape, (err) =>
+      opts.logger?.warn(`prometheus: flush before scrape failed: ${err.message}`),
+    );
+    this.server = new EndpointServer(opts.addr, { [opts.path]: scrape }, 'PROMETHEUS_ADDR');
   }
 
   async start(): Promise<void> {
-    const { host, port } = parseListenAddr(this.opts.addr);
-    await new Promise<void>((resolve, reject) => {
-      this.server.once('error', reject);
-      this.server.listen(port, host, () => {
-        this.server.off('error', reject);
-        resolve();
-      });
-    });
+    await this.server.start();
     this.opts.logger?.warn(
       `listening for prometheus on ${this.opts.addr} path ${this.opts.path} (port ${this.port})`,
     );
   }
 
   get port(): number {
-    return (this.server.address() as AddressInfo | null)?.port ?? 0;
+    return this.server.port;
   }
 
   private conflict(name: string, kind: string): undefined {
@@ -172,9 +141,7 @@ export class PrometheusSink implements StatsSink {
   flushed(): void {}
 
   async close(): Promise<void> {
-    const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
-    this.server.closeAllConnections();
-    await closed;
+    await this.server.close();
     this.registry.clear();
   }
 }

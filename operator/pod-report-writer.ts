@@ -1,10 +1,10 @@
-// The writer of this replica's pod report (operator/pod-report.ts has the format and the reader): the
+// The writer of this replica's pod report (operator/pod-reports.ts has the format and the reader): the
 // Lease `<election id>-pods-<identity>`, rewritten shortly after any stream change and renewed on a
 // timer, deleted on shutdown. A Lease refuses an update without a resourceVersion, so every write is
 // an optimistic-concurrency update (read, update with the resourceVersion, again on a conflict).
 import { CoordinationV1Api, type KubeConfig, type V1Lease } from '@kubernetes/client-node';
-import { silentLogger, type Logger } from '../control-plane/index.js';
-import { microTime } from './leader.js';
+import { silentLogger, type Logger } from '../common/index.js';
+import { microTime } from './kube/index.js';
 import {
   encodeReport,
   REPORT_ANNOTATION,
@@ -12,9 +12,9 @@ import {
   reportLeaseName,
   statusCode,
   type ReportedPod,
-} from './pod-report.js';
+} from './pod-reports.js';
 
-export interface PodReporterOptions {
+export interface PodReportWriterOptions {
   readonly kubeConfig: KubeConfig;
   readonly namespace: string;
   /** The leader election Lease name: reports are labelled with it and named after it. */
@@ -30,7 +30,7 @@ export interface PodReporterOptions {
 }
 
 /** Writes this replica's report: on change (debounced) and on a timer. */
-export class PodReporter {
+export class PodReportWriter {
   private readonly api: CoordinationV1Api;
   readonly name: string;
   private readonly ttlMs: number;
@@ -46,7 +46,7 @@ export class PodReporter {
   /** Successful writes (for tests and metrics). */
   writes = 0;
 
-  constructor(private readonly opts: PodReporterOptions) {
+  constructor(private readonly opts: PodReportWriterOptions) {
     this.api = opts.kubeConfig.makeApiClient(CoordinationV1Api);
     this.name = reportLeaseName(opts.electionName, opts.identity);
     this.ttlMs = opts.ttlMs ?? 30_000;

@@ -1,5 +1,5 @@
 // Pod reports: how the leader learns about pods connected to the other replicas. This file: the report
-// format and the reader (PodReports); the writer is operator/pod-reporter.ts.
+// format and the reader (PodReports); the writer is operator/pod-report-writer.ts.
 //
 // Every replica publishes the xDS state of the ratelimit pods connected to IT in a Lease of its own,
 // `<election id>-pods-<identity>` in the leader-election namespace: label
@@ -14,9 +14,10 @@
 // pods drop out of status after the TTL; the leader deletes reports that have been stale for three TTLs.
 import { EventEmitter } from 'node:events';
 import { CoordinationV1Api, type KubeConfig } from '@kubernetes/client-node';
-import { silentLogger, type Logger, type StreamState } from '../control-plane/index.js';
+import { silentLogger, type Logger } from '../common/index.js';
+import type { StreamState } from '../control-plane/index.js';
 import { RATELIMIT_CONFIG_TYPE_URL } from '../proto/index.js';
-import { Reflector, type KubeObject } from './reflector.js';
+import { Reflector, type KubeObject } from './kube/index.js';
 import type { PodState } from './status.js';
 
 export const REPORT_LABEL = 'ratelimit.envoyproxy.io/pod-report-for';
