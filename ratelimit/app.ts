@@ -118,7 +118,7 @@ export class RateLimitApp {
     const s = this.settings;
     switch (s.backendType) {
       case 'memory':
-        return new MemoryCounterStore();
+        return new MemoryCounterStore(Date.now, 5000, s.memoryMaxBytes);
       case 'redis': {
         const redis = new RedisCounterStore({
           settings: s.redis,

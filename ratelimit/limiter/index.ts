@@ -6,3 +6,4 @@ export * from './coalescing-store.js';
 export * from './write-behind-store.js';
 export * from './algorithms.js';
 export * from './failure-mode.js';
+export * from './key-bytes.js';

@@ -6,6 +6,9 @@ import { DEFAULT_YAML_LIMITS, type YamlLimits } from '../config/yaml-source.js';
 import { EnvReader, SettingsError, type Env } from './env.js';
 import { DEFAULT_LOCAL_MAX_BYTES } from '../limiter/failure-mode.js';
 
+/** MEMORY_MAX_BYTES: the memory backend's byte budget (ratelimit/memory). */
+export const DEFAULT_MEMORY_MAX_BYTES = 256 * 1024 * 1024;
+
 export type ConfigType = 'FILE' | 'GRPC_XDS_SOTW';
 export type BackendType = 'redis' | 'memcache' | 'memory';
 export type RedisType = 'single' | 'sentinel' | 'cluster';
@@ -114,6 +117,8 @@ export interface Settings {
   expirationJitterMaxSeconds: number;
   cacheKeyPrefix: string;
   backendType: BackendType;
+  /** MEMORY_MAX_BYTES: memory of BACKEND_TYPE=memory's counters (keys are request values). */
+  memoryMaxBytes: number;
   stopCacheKeyIncrementWhenOverlimit: boolean;
   /** Ours: merge concurrent increments of one key into one store command (default true). */
   coalesceIncrements: boolean;
@@ -286,6 +291,7 @@ export function loadSettings(env: Env = process.env): Settings {
     expirationJitterMaxSeconds: r.int('EXPIRATION_JITTER_MAX_SECONDS', 300, { min: 0 }),
     cacheKeyPrefix: r.string('CACHE_KEY_PREFIX', ''),
     backendType,
+    memoryMaxBytes: r.int('MEMORY_MAX_BYTES', DEFAULT_MEMORY_MAX_BYTES, { min: 4096 }),
     stopCacheKeyIncrementWhenOverlimit: r.bool('STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT', false),
     coalesceIncrements: r.bool('COALESCE_INCREMENTS', true),
     writeBehind: {
