@@ -7,6 +7,18 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
+/**
+ * The address a socket is bound to, as `host:port` (`[v6]:port`, `unix:<path>`): what a listening log
+ * line names, so `0.0.0.0:8080` is said when every interface listens, not a loopback address.
+ */
+export function formatBoundAddress(addr: AddressInfo | string | null): string {
+  if (addr === null) return 'unbound';
+  if (typeof addr === 'string') return `unix:${addr}`;
+  return addr.family === 'IPv6' || addr.address.includes(':')
+    ? `[${addr.address}]:${addr.port}`
+    : `${addr.address}:${addr.port}`;
+}
+
 export interface ListenAddress {
   /** Undefined for `:port`: every interface (IPv6 and IPv4 where the host has both). */
   readonly host: string | undefined;
@@ -131,6 +143,11 @@ export class EndpointServer {
   /** The bound port; 0 before start(). */
   get port(): number {
     return (this.server.address() as AddressInfo | null)?.port ?? 0;
+  }
+
+  /** The bound address as `host:port` (see formatBoundAddress). */
+  get boundAddress(): string {
+    return formatBoundAddress(this.server.address());
   }
 
   /** Stops listening and closes every connection (an answer is one short write; a scrape is retried). */

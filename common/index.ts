@@ -1,5 +1,6 @@
-// Public face of common/: what every binary needs once (the logger shape, TLS files read and reloaded,
-// listen addresses, the metrics and health endpoint). The bottom layer: it imports nothing of ours.
+// Public face of common/: what every binary needs once (the logger shape and the one log format, TLS
+// files read and reloaded, listen addresses, the metrics and health endpoint). The bottom layer: it imports nothing of ours.
 export * from './logger.js';
+export * from './log.js';
 export * from './tls-files.js';
 export * from './http-endpoint.js';

@@ -192,6 +192,8 @@ t.test(
         '127.0.0.1:0',
         '--debounce',
         '50',
+        '--log-format',
+        'json',
       ],
       { stdio: ['ignore', 'pipe', 'pipe'] },
     );
@@ -199,7 +201,7 @@ t.test(
     let logs = '';
     const port = await new Promise<number>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`not ready: ${logs}`)), 20_000);
-      child.stdout.on('data', (d) => {
+      child.stderr.on('data', (d) => {
         logs += d;
         const m = /"port":(\d+)[^\n]*ratelimit-control-plane ready/.exec(logs);
         if (m) {

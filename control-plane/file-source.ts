@@ -15,7 +15,7 @@ import { EventEmitter } from 'node:events';
 import { existsSync, readdirSync, readFileSync, statSync, watch, type FSWatcher } from 'node:fs';
 import { join, relative } from 'node:path';
 import { parseAllDocuments } from 'yaml';
-import { fieldsLostOverXds } from '../proto/index.js';
+import { fieldsLostOverXds, RATELIMIT_CONFIG_TYPE_URL } from '../proto/index.js';
 import {
   checkYamlDocument,
   checkYamlText,
@@ -286,15 +286,20 @@ export class DirectoryConfigSource extends EventEmitter<DirectorySourceEvents> {
           this.log.warn({ source: s.source, fields: lost }, 'fields not carried by the xDS message');
       }
       const resources = sources.map((s) => resourceFromDocument(s.name, s.document));
-      if (g.node === DEFAULT_NODE) this.opts.cache.setDefaultSnapshot(resources);
+      let snapshot;
+      if (g.node === DEFAULT_NODE) snapshot = this.opts.cache.setDefaultSnapshot(resources);
       else {
-        this.opts.cache.setSnapshot(g.node, resources);
+        snapshot = this.opts.cache.setSnapshot(g.node, resources);
         this.ownNodes.add(g.node);
       }
+      const version = snapshot.resourceSet(RATELIMIT_CONFIG_TYPE_URL).version;
       this.tried.set(g.node, fingerprint);
       this.rereads.delete(g.node);
       const names = files.map((f) => display(f.path));
-      this.log.info({ node: g.node, files: names, resources: resources.length }, 'config loaded');
+      this.log.info(
+        { node: g.node, version, files: names, resources: resources.length },
+        `config loaded: version ${version} from ${names.join(', ') || 'no files'}`,
+      );
       this.emit('loaded', { node: g.node, files: names, resources: resources.length });
       return true;
     } catch (err) {

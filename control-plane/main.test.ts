@@ -55,6 +55,8 @@ t.test('/metrics answers GET with a query string and refuses POST', async (t) =>
       '127.0.0.1:0',
       '--metrics-listen',
       '127.0.0.1:0',
+      '--log-format',
+      'json',
     ],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );
@@ -62,7 +64,7 @@ t.test('/metrics answers GET with a query string and refuses POST', async (t) =>
   let logs = '';
   const port = await new Promise<number>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`no metrics port: ${logs}`)), 60_000);
-    child.stdout.on('data', (d) => {
+    child.stderr.on('data', (d) => {
       logs += d;
       const m = /"port":(\d+)[^\n]*metrics listening/.exec(logs);
       if (m) {

@@ -1,8 +1,7 @@
 // ratelimit-control-plane: serves RateLimitConfig resources from a directory over ADS (SotW).
 import { parseArgs } from 'node:util';
-import pino from 'pino';
 import { Registry } from 'prom-client';
-import { EndpointServer, metricsEndpoint } from '../common/index.js';
+import { cliLogOptions, createLogger, EndpointServer, metricsEndpoint } from '../common/index.js';
 import { InMemorySnapshotCache } from './cache.js';
 import { DirectoryConfigSource } from './file-source.js';
 import { registerAdsMetrics, registerSourceMetrics } from './metrics.js';
@@ -36,7 +35,8 @@ export async function main(argv: string[]): Promise<number> {
       'max-send-bytes': { type: 'string' },
       'max-receive-bytes': { type: 'string' },
       'metrics-listen': { type: 'string' },
-      'log-level': { type: 'string', default: 'info' },
+      'log-level': { type: 'string' },
+      'log-format': { type: 'string' },
       check: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     },
@@ -54,7 +54,8 @@ export async function main(argv: string[]): Promise<number> {
   if (values['tls-client-ca'] && !values['tls-cert'])
     throw new Error('--tls-client-ca needs --tls-cert/--tls-key');
 
-  const log = pino({ level: values['log-level'], base: { component: 'ratelimit-control-plane' } });
+  const logOptions = cliLogOptions({ level: values['log-level'], format: values['log-format'] });
+  const log = createLogger({ ...logOptions, defaultLevel: 'info' });
   const cache = new InMemorySnapshotCache();
   const source = new DirectoryConfigSource({
     dir: values.dir,
@@ -102,7 +103,10 @@ export async function main(argv: string[]): Promise<number> {
       '--metrics-listen',
     );
     const port = await metricsServer.start();
-    log.info({ listen: values['metrics-listen'], port }, 'metrics listening');
+    log.info(
+      { listen: values['metrics-listen'], port },
+      `metrics listening on ${metricsServer.boundAddress}`,
+    );
   }
 
   await source.start();

@@ -58,6 +58,15 @@ export interface AdsServerOptions {
 export const DEFAULT_LISTEN = '0.0.0.0:18000';
 
 /** Features some resource requires that the pod did not announce, sorted. */
+/**
+ * The address grpc-js bound for `listen` (host as given, the port it chose for port 0): what the
+ * listening line names, so `0.0.0.0:18000` reads as every interface. grpc-js shows no socket address.
+ */
+function boundAddress(listen: string, port: number): string {
+  const i = listen.lastIndexOf(':');
+  return i < 0 ? `${listen}:${port}` : `${listen.slice(0, i)}:${port}`;
+}
+
 function missingFeatures(resources: readonly Resource[], announced: ReadonlySet<string>): string[] {
   let missing: Set<string> | undefined;
   for (const r of resources) {
@@ -161,7 +170,7 @@ export class AdsServer extends EventEmitter<AdsServerEvents> {
     this.cache.on('change', this.onCacheChange);
     this.log.info(
       { listen, port: this.boundPort, tls: !!o.tls, mtls: !!o.tls?.caFile },
-      'xDS server listening',
+      `xDS server listening on ${boundAddress(listen, this.boundPort)}`,
     );
   }
 

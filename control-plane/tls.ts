@@ -42,7 +42,7 @@ export class ReloadingTlsFiles implements grpc.experimental.CertificateProvider 
           'xDS TLS files unreadable or invalid; new connections keep the previous certificate',
         ),
       onChange: () => {
-        log.warn({ certFile: files.certFile }, 'xDS TLS files changed: new connections use them');
+        log.info({ certFile: files.certFile }, 'xDS TLS files changed: new connections use them');
         for (const l of this.identityListeners) l(this.identity());
         for (const l of this.caListeners) l(this.ca());
       },

@@ -32,7 +32,9 @@ Options:
   --max-send-bytes <n>        largest response (default 4194304, as pods accept by default)
   --max-receive-bytes <n>     largest request (default 4194304)
   --metrics-listen <host:port> serve Prometheus metrics on /metrics (default: off)
-  --log-level <level>         trace, debug, info, warn, error (default info)
+  --log-level <level>         trace, debug, info, warn, error (default: $LOG_LEVEL, else info)
+  --log-format <text|json>    text (logrus-style key=value lines) or json (default: $LOG_FORMAT,
+                              else text); logs go to stderr
   --check                     validate the folder once and exit (status 1 when invalid, with the
                               validator's message on stderr)
   -h, --help                  show this help
@@ -57,6 +59,7 @@ export const USAGE_FLAGS = [
   '--max-receive-bytes',
   '--metrics-listen',
   '--log-level',
+  '--log-format',
   '--check',
   '--help',
 ];

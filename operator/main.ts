@@ -1,7 +1,7 @@
 // ratelimit-operator: parses flags, loads Kubernetes credentials, runs one replica until SIGTERM/SIGINT.
 import { parseArgs } from 'node:util';
 import { KubeConfig } from '@kubernetes/client-node';
-import pino from 'pino';
+import { cliLogOptions, createLogger } from '../common/index.js';
 import { parseDomainPolicy } from './domain-policy.js';
 import { defaultIdentity, defaultLeaseNamespace, RateLimitOperator } from './operator.js';
 import { USAGE } from './usage.js';
@@ -61,7 +61,8 @@ export async function main(argv: string[]): Promise<number> {
       resync: { type: 'string' },
       'pod-report-ttl': { type: 'string' },
       'domain-policy': { type: 'string' },
-      'log-level': { type: 'string', default: 'info' },
+      'log-level': { type: 'string' },
+      'log-format': { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
     },
     strict: true,
@@ -76,7 +77,8 @@ export async function main(argv: string[]): Promise<number> {
     throw new Error('--xds-tls-client-ca needs --xds-tls-cert/--xds-tls-key');
   // A policy that does not parse stops the operator: starting without it would drop tenant isolation.
   const domainPolicy = parseDomainPolicy(values['domain-policy'] ?? process.env.DOMAIN_POLICY);
-  const log = pino({ level: values['log-level'], base: { component: 'ratelimit-operator' } });
+  const logOptions = cliLogOptions({ level: values['log-level'], format: values['log-format'] });
+  const log = createLogger({ ...logOptions, defaultLevel: 'info' });
   const leaderElect = bool(values['leader-elect'], 'leader-elect');
   const operator = new RateLimitOperator({
     kubeConfig: loadKubeConfig(values.kubeconfig),
@@ -109,11 +111,10 @@ export async function main(argv: string[]): Promise<number> {
   });
   if (domainPolicy) log.info({ domainPolicy: domainPolicy.text }, 'domain policy in force');
   await operator.start();
-  await new Promise<void>((resolve) => {
-    process.once('SIGTERM', resolve);
-    process.once('SIGINT', resolve);
-  });
-  log.info('shutting down');
+  await new Promise<string>((resolve) => {
+    process.once('SIGTERM', () => resolve('SIGTERM'));
+    process.once('SIGINT', () => resolve('SIGINT'));
+  }).then((signal) => log.info({ signal }, 'shutting down'));
   await operator.close();
   return 0;
 }

@@ -157,6 +157,7 @@ export class RateLimitOperator {
         '--health-listen',
       );
       this.healthPort = await this.healthServer.start();
+      this.log.info({ port: this.healthPort }, `health listening on ${this.healthServer.boundAddress}`);
     }
     if (this.opts.metricsListen) {
       this.metricsServer = new EndpointServer(
@@ -165,6 +166,7 @@ export class RateLimitOperator {
         '--metrics-listen',
       );
       this.metricsPort = await this.metricsServer.start();
+      this.log.info({ port: this.metricsPort }, `metrics listening on ${this.metricsServer.boundAddress}`);
     }
     this.controller.start();
     for (const ev of POD_STATE_EVENTS) this.ads.on(ev, this.onStreamChange);

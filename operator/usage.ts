@@ -40,7 +40,9 @@ Options:
                                    {namespace} is the resource's namespace), e.g.
                                    "team-a=checkout,checkout-*;*={namespace}-*". Default: $DOMAIN_POLICY,
                                    else none (any namespace may claim any domain)
-  --log-level <level>              trace, debug, info, warn, error (default info)
+  --log-level <level>              trace, debug, info, warn, error (default: $LOG_LEVEL, else info)
+  --log-format <text|json>         text (logrus-style key=value lines) or json (default: $LOG_FORMAT,
+                                   else text); logs go to stderr
   -h, --help                       show this help
 `;
 
@@ -66,5 +68,6 @@ export const USAGE_FLAGS = [
   '--pod-report-ttl',
   '--domain-policy',
   '--log-level',
+  '--log-format',
   '--help',
 ];

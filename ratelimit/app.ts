@@ -196,8 +196,8 @@ export class RateLimitApp {
       if (config.domains.length > 0) this.health.ok('config');
       else this.health.fail('config');
     }
-    // Startup logs every rule at warning level (as the spec asks); later reloads log one summary line
-    // at warning and the rules at debug, so a 10k-rule reload does not spend its time logging.
+    // Startup logs every rule at warning level (as the reference does); later reloads log one summary
+    // line at info and the rules at debug, so a 10k-rule reload does not spend its time logging.
     const first = !this.loggedInitialConfig;
     this.loggedInitialConfig = true;
     const lines = first || this.logger.isLevelEnabled('debug') ? config.dump().split('\n') : [];
@@ -208,7 +208,7 @@ export class RateLimitApp {
       if (first) this.logger.warn(`loaded: ${line}`);
       else this.logger.debug(`loaded: ${line}`);
     }
-    if (!first) this.logger.warn(`configuration reloaded: ${config.domains.length} domains`);
+    if (!first) this.logger.info(`configuration reloaded: ${config.domains.length} domains`);
     else if (rules === 0) this.logger.warn('loaded an empty configuration (no domains)');
     this.initialConfig?.resolve();
   }
@@ -243,7 +243,7 @@ export class RateLimitApp {
     }
     await this.configSource.start();
     if (!s.forceStartWithoutInitialConfig && !this.service.getConfig()) {
-      this.logger.warn('waiting for the initial rate limit configuration');
+      this.logger.info('waiting for the initial rate limit configuration');
       await promise;
     }
 

@@ -108,6 +108,7 @@ t.test(
         RUNTIME_WATCH_ROOT: 'false',
         USE_STATSD: 'false',
         LOG_FORMAT: 'json',
+        LOG_LEVEL: 'info',
       },
       stdio: ['ignore', 'ignore', 'pipe'],
     });
@@ -133,7 +134,7 @@ t.test(
       .filter(Boolean)
       .map((l) => JSON.parse(l));
     t.ok(
-      logs.some((l) => l.level === 'warning' && /listening for gRPC on 127\.0\.0\.1:/.test(l['@message'])),
+      logs.some((l) => l.level === 'info' && /listening for gRPC on 127\.0\.0\.1:/.test(l['@message'])),
       'gRPC listener logged',
     );
     t.ok(

@@ -21,7 +21,7 @@ async function main(): Promise<void> {
   const stop = (signal: string) => {
     if (stopping) return;
     stopping = true;
-    logger.warn(`received ${signal}, shutting down gracefully`);
+    logger.info(`received ${signal}, shutting down gracefully`);
     // Nothing may hold the exit past the drain time (a stuck store, a hung peer): a last resort.
     const exitByMs = settings.shutdownDrainMs + SHUTDOWN_EXIT_SLACK_MS;
     setTimeout(() => {

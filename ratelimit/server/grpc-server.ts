@@ -142,7 +142,7 @@ export class RateLimitGrpcServer {
       const port = await this.server.listen({ host: this.opts.host, port: this.opts.port });
       this.boundAddress = `${this.opts.host}:${port}`;
     }
-    this.opts.logger.warn(`listening for gRPC on ${this.boundAddress}`);
+    this.opts.logger.info(`listening for gRPC on ${this.boundAddress}`);
     return this.boundAddress;
   }
 

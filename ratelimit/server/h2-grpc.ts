@@ -123,7 +123,7 @@ export class H2GrpcServer {
         intervalMs: this.opts.tlsReloadMs,
         onChange: (pem) => {
           (this.server as http2.Http2SecureServer).setSecureContext(pem);
-          this.opts.logger.warn('gRPC TLS certificate files changed: new connections use them');
+          this.opts.logger.info('gRPC TLS certificate files changed: new connections use them');
         },
         onError: (err) =>
           this.opts.logger.error({ err }, 'gRPC TLS files unreadable or invalid; keeping the previous ones'),

@@ -1,7 +1,8 @@
-// The lifecycle the HTTP and debug listeners share: a fastify app started on host:port, logged at
-// warning level as the reference logs its listeners, and closed with the app.
+// The lifecycle the HTTP and debug listeners share: a fastify app started on host:port, logged at info
+// level with the address the socket is bound to, and closed with the app.
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
+import { formatBoundAddress } from '../../common/index.js';
 
 export abstract class FastifyListener {
   readonly app: FastifyInstance;
@@ -15,7 +16,9 @@ export abstract class FastifyListener {
 
   async start(): Promise<string> {
     const address = await this.app.listen({ host: this.listener.host, port: this.listener.port });
-    this.listener.logger.warn(`listening for ${this.listener.name} on ${address}`);
+    this.listener.logger.info(
+      `listening for ${this.listener.name} on ${formatBoundAddress(this.app.server.address())}`,
+    );
     return address;
   }
 

@@ -264,7 +264,7 @@ export class XdsConfigClient extends EventEmitter<XdsConfigClientEvents> {
       // Applied: this is what the pod runs, announced on the next stream if this one ended.
       this.acked = version;
       if (current) this.send(call, { versionInfo: version, responseNonce: nonce });
-      this.log.info({ version, resources: resources.length }, 'xDS config applied');
+      this.log.info({ version, resources: resources.length }, `xDS config applied: version ${version}`);
       this.emit('config', { version, resources: resources.length });
       if (current) this.emit('ack', { version, nonce });
     } else {

@@ -56,9 +56,7 @@ export class PrometheusSink implements StatsSink {
 
   async start(): Promise<void> {
     await this.server.start();
-    this.opts.logger?.warn(
-      `listening for prometheus on ${this.opts.addr} path ${this.opts.path} (port ${this.port})`,
-    );
+    this.opts.logger?.info(`listening for prometheus on ${this.server.boundAddress} path ${this.opts.path}`);
   }
 
   get port(): number {
