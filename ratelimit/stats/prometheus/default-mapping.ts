@@ -49,13 +49,13 @@ ${RULE_STATS.map(ruleRegex).join('')}
 
   - match: "ratelimit_server.*.total_requests"
     name: "ratelimit_service_total_requests"
-    help: "Rate limit requests received, by method"
+    help: "gRPC rate limit calls received, by method (HTTP /json requests are not counted)"
     match_metric_type: counter
     labels:
       grpc_method: "$1"
   - match: "ratelimit_server.*.response_time"
     name: "ratelimit_service_response_time_seconds"
-    help: "Time to answer a rate limit request, in seconds, by method"
+    help: "Time to answer a gRPC rate limit call, in seconds, by method"
     timer_type: histogram
     labels:
       grpc_method: "$1"
