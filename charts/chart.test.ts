@@ -218,13 +218,13 @@ t.test('metrics.grafanaDashboard and metrics.prometheusRule: the shipped dashboa
   t.equal(r.code, 0, r.stderr);
   const objs = docs(r.stdout);
   const cm = find(objs, 'ConfigMap', 'rl-ratelimit-dashboard');
-  t.equal(cm.metadata.labels.grafana_dashboard, '1', 'the Grafana sidecar label');
-  t.equal(cm.metadata.annotations.grafana_folder, 'Edge');
+  t.equal((cm.metadata as any).labels.grafana_dashboard, '1', 'the Grafana sidecar label');
+  t.equal((cm.metadata as any).annotations.grafana_folder, 'Edge');
   const shipped = readFileSync(join(chart, 'files/monitoring/grafana-dashboard.json'), 'utf8');
   t.same(JSON.parse(cm.data['ratelimit.json']), JSON.parse(shipped), 'the dashboard file, unchanged');
   const rule = find(objs, 'PrometheusRule', 'rl-ratelimit');
   t.equal(rule.apiVersion, 'monitoring.coreos.com/v1');
-  t.equal(rule.metadata.labels.release, 'kps');
+  t.equal((rule.metadata as any).labels.release, 'kps');
   t.same(
     rule.spec.groups.map((g: any) => g.name),
     ['ratelimit.service', 'ratelimit.xds', 'ratelimit.operator'],
