@@ -67,6 +67,8 @@ const ALL_OPTIONS = [
   'redis.tls.clientCert=true',
   'ratelimit.metrics.statsd.enabled=true',
   'operator.podDisruptionBudget.maxUnavailable=1',
+  'metrics.grafanaDashboard.enabled=true',
+  'metrics.prometheusRule.enabled=true',
 ];
 
 t.test('the default render: mTLS xDS, debug on loopback, NetworkPolicies, PDBs, probes', async (t) => {
@@ -200,6 +202,63 @@ t.test(
     t.equal(lint.code, 0, lint.stdout + lint.stderr);
   },
 );
+
+t.test('metrics.grafanaDashboard and metrics.prometheusRule: the shipped dashboard and alerts', async (t) => {
+  const plain = docs((await render()).stdout);
+  t.notOk(
+    plain.some((o) => o.kind === 'PrometheusRule' || o.metadata.name === 'rl-ratelimit-dashboard'),
+    'off by default',
+  );
+  const r = await render(
+    'metrics.grafanaDashboard.enabled=true',
+    'metrics.grafanaDashboard.annotations.grafana_folder=Edge',
+    'metrics.prometheusRule.enabled=true',
+    'metrics.prometheusRule.labels.release=kps',
+  );
+  t.equal(r.code, 0, r.stderr);
+  const objs = docs(r.stdout);
+  const cm = find(objs, 'ConfigMap', 'rl-ratelimit-dashboard');
+  t.equal((cm.metadata as any).labels.grafana_dashboard, '1', 'the Grafana sidecar label');
+  t.equal((cm.metadata as any).annotations.grafana_folder, 'Edge');
+  const shipped = readFileSync(join(chart, 'files/monitoring/grafana-dashboard.json'), 'utf8');
+  t.same(JSON.parse(cm.data['ratelimit.json']), JSON.parse(shipped), 'the dashboard file, unchanged');
+  const rule = find(objs, 'PrometheusRule', 'rl-ratelimit');
+  t.equal(rule.apiVersion, 'monitoring.coreos.com/v1');
+  t.equal((rule.metadata as any).labels.release, 'kps');
+  t.same(
+    rule.spec.groups.map((g: any) => g.name),
+    ['ratelimit.service', 'ratelimit.xds', 'ratelimit.operator'],
+  );
+  const alerts = rule.spec.groups.flatMap((g: any) => g.rules.map((x: any) => x.alert));
+  for (const a of [
+    'RateLimitRedisErrors',
+    'RateLimitRedisCircuitOpen',
+    'RateLimitFailureModeDecisions',
+    'RateLimitConfigLoadErrors',
+    'RateLimitConfigNacked',
+    'RateLimitPodsNotOnLatestConfig',
+    'RateLimitOperatorNoLeader',
+    'RateLimitConfigNotAccepted',
+  ])
+    t.ok(alerts.includes(a), a);
+  // Prometheus templates in the annotations reach the cluster as they are (not Helm-rendered).
+  t.match(rule.spec.groups[0].rules[0].annotations.description, /\{\{ \$labels\.pod \}\}/);
+
+  // No operator and no xDS in file mode: only the service's alerts.
+  const fileMode = await render(
+    'metrics.prometheusRule.enabled=true',
+    'config.mode=file',
+    'config.files.example\\.yaml=domain: example',
+  );
+  t.equal(fileMode.code, 0, fileMode.stderr);
+  t.same(
+    find(docs(fileMode.stdout), 'PrometheusRule', 'rl-ratelimit').spec.groups.map((g: any) => g.name),
+    ['ratelimit.service'],
+  );
+  const bad = await render('metrics.prometheusRule.enable=true');
+  t.not(bad.code, 0, 'the schema is closed');
+  t.match(bad.stderr, /enable/);
+});
 
 t.test('xds.maxMessageBytes sets the operator and the pods together', async (t) => {
   for (const [sets, bytes] of [
@@ -366,6 +425,7 @@ t.test('the chart CRD is the generated one and its RBAC equals operator/deploy/r
 
 const STUB_CRDS = [
   ['servicemonitors', 'ServiceMonitor', 'monitoring.coreos.com'],
+  ['prometheusrules', 'PrometheusRule', 'monitoring.coreos.com'],
   ['certificates', 'Certificate', 'cert-manager.io'],
 ].map(([plural, kind, group]) => ({
   apiVersion: 'apiextensions.k8s.io/v1',

@@ -1,5 +1,6 @@
 // `npm start`'s stack: the standalone control plane on a config folder and a ratelimit process that
 // takes its config over xDS. Editing a file changes decisions within seconds; a broken file does not.
+// Every listener is bound on loopback only unless asked otherwise.
 import t from 'tap';
 import { spawn } from 'node:child_process';
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -12,6 +13,32 @@ import { eventually } from '../ratelimit/test-support.js';
 
 const repo = join(dirname(fileURLToPath(import.meta.url)), '..');
 
+/** Addresses with a listening TCP socket on `port`, from /proc/net/tcp and tcp6 (state 0A). */
+function listeners(port: number): string[] {
+  const found: string[] = [];
+  for (const file of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch {
+      continue; // no IPv6
+    }
+    for (const line of text.split('\n').slice(1)) {
+      const f = line.trim().split(/\s+/);
+      if (f.length < 4 || f[3] !== '0A') continue;
+      const [addr, p] = f[1].split(':');
+      if (parseInt(p, 16) !== port) continue;
+      if (addr.length === 8) {
+        // IPv4, little-endian bytes.
+        found.push([3, 2, 1, 0].map((i) => parseInt(addr.slice(i * 2, i * 2 + 2), 16)).join('.'));
+      } else {
+        found.push(addr === '0'.repeat(32) ? '::' : `ipv6:${addr}`);
+      }
+    }
+  }
+  return found;
+}
+
 t.test('the local stack serves the example config over xDS and follows edits', async (t) => {
   ensureBuilt(); // local-stack.mjs runs the built bins
   const dir = mkdtempSync(join(tmpdir(), 'rl-stack-'));
@@ -20,15 +47,17 @@ t.test('the local stack serves the example config over xDS and follows edits', a
   const [xds, http, grpc, debug] = [await freePort(), await freePort(), await freePort(), await freePort()];
   const child = spawn(process.execPath, [join(repo, 'scripts/local-stack.mjs')], {
     cwd: repo,
+    // No HOST, GRPC_HOST, DEBUG_HOST, LOCAL_STACK_HOST or LOCAL_STACK_XDS: the defaults are under test.
     env: {
-      ...process.env,
+      ...Object.fromEntries(
+        Object.entries(process.env).filter(
+          ([k]) => !['HOST', 'GRPC_HOST', 'DEBUG_HOST', 'LOCAL_STACK_HOST', 'LOCAL_STACK_XDS'].includes(k),
+        ),
+      ),
       LOCAL_STACK_DIR: dir,
-      LOCAL_STACK_XDS: `127.0.0.1:${xds}`,
-      HOST: '127.0.0.1',
+      LOCAL_STACK_XDS_PORT: String(xds),
       PORT: String(http),
-      GRPC_HOST: '127.0.0.1',
       GRPC_PORT: String(grpc),
-      DEBUG_HOST: '127.0.0.1',
       DEBUG_PORT: String(debug),
     },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -66,6 +95,8 @@ t.test('the local stack serves the example config over xDS and follows edits', a
     throw new Error(`${err.message}; stack log:\n${log}`);
   });
   t.pass('example served over xDS');
+  for (const [name, port] of Object.entries({ xds, http, grpc, debug }))
+    t.same(listeners(port), ['127.0.0.1'], `the ${name} port ${port} is bound on 127.0.0.1 only`);
 
   const file = join(dir, 'example.yaml');
   const original = readFileSync(file, 'utf8');
