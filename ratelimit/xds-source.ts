@@ -6,7 +6,7 @@
 // config serves until the new one is compiled.
 import type { ConfigSource, RateLimitApp } from './app.js';
 import { buildConfigInSlices } from './config/index.js';
-import { YamlParser } from './runtime/yaml-parser.js';
+import { YamlParser } from './runtime/index.js';
 import { XdsConfigClient } from './xds/index.js';
 import { NODE_FEATURES_METADATA_KEY } from '../proto/index.js';
 

@@ -1,4 +1,4 @@
-import { RATELIMIT_UNIT_NUMBER } from '../../proto/units.js';
+import { RATELIMIT_UNIT_NUMBER } from '../../proto/index.js';
 import type { Unit } from './types.js';
 
 /** Every unit, in wire order. */

@@ -52,6 +52,17 @@ export interface CounterStore {
 }
 
 /** A counter store failure: answered as an error and counted as should_rate_limit.redis_error. */
+/**
+ * A key the backend cannot store (memcached's key rules): the caller's descriptor is at fault, not the
+ * store, so the service answers it as an invalid request and no failure mode applies.
+ */
+export class KeyRejectedError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'KeyRejectedError';
+  }
+}
+
 export class CacheError extends Error {
   constructor(
     message: string,

@@ -11,9 +11,10 @@ import {
   type CheckedDocument,
   type ConfigSource,
   type RateLimitConfig,
+  DEFAULT_YAML_LIMITS,
+  type YamlLimits,
 } from '../config/index.js';
 import type { Logger } from 'pino';
-import { DEFAULT_YAML_LIMITS, type YamlLimits } from '../config/yaml-source.js';
 import { YamlParser } from './yaml-parser.js';
 
 export interface FileProviderOptions {

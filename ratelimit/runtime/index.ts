@@ -1,1 +1,2 @@
 export * from './file-provider.js';
+export * from './yaml-parser.js';

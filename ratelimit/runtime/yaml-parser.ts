@@ -7,8 +7,13 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import { ConfigError, type CheckedDocument, type ConfigSource } from '../config/index.js';
-import { DEFAULT_YAML_LIMITS, type YamlLimits } from '../config/yaml-source.js';
+import {
+  ConfigError,
+  type CheckedDocument,
+  type ConfigSource,
+  DEFAULT_YAML_LIMITS,
+  type YamlLimits,
+} from '../config/index.js';
 import { decodeAndCheck, parseAndCheck, type ParseReply, type ParseRequest } from './parse-worker.js';
 
 // The build loads parse-worker.js; source runs (tests, through tsx) load parse-worker.ts with tsx's loader.

@@ -8,8 +8,7 @@ import type {
   WireRateLimitRequest,
   WireRateLimitResponse,
 } from '../../proto/index.js';
-import { status as GrpcStatus } from '@grpc/grpc-js';
-import { CacheError, type FixedWindowLimiter } from '../limiter/index.js';
+import { CacheError, KeyRejectedError, type FixedWindowLimiter } from '../limiter/index.js';
 import type { StatsStore } from '../stats/index.js';
 import { NO_CONFIG_MESSAGE, ServiceError } from './errors.js';
 import { toStruct } from '../../proto/index.js';
@@ -65,13 +64,13 @@ export class RateLimitService {
     return this.config;
   }
 
-  /** Decides one request. Throws ServiceError (invalid request, no config) or CacheError (store failure). */
+  /** Decides one request. Throws ServiceError: `invalid` (the request), `no-config`, `unavailable` (the store). */
   async shouldRateLimit(request: WireRateLimitRequest): Promise<WireRateLimitResponse> {
     const stats = this.opts.stats.service;
     let parsed: ParsedRequest;
     try {
       parsed = parseRequest(request);
-      if (!this.config) throw new ServiceError(NO_CONFIG_MESSAGE, GrpcStatus.UNAVAILABLE, 500);
+      if (!this.config) throw new ServiceError(NO_CONFIG_MESSAGE, 'no-config');
     } catch (err) {
       stats.serviceError.inc();
       throw err;
@@ -79,8 +78,12 @@ export class RateLimitService {
     try {
       return await this.decide(this.config, parsed);
     } catch (err) {
-      if (err instanceof CacheError) stats.redisError.inc();
-      else stats.serviceError.inc();
+      if (err instanceof CacheError) {
+        stats.redisError.inc();
+        throw new ServiceError(err.message, 'unavailable', { cause: err });
+      }
+      stats.serviceError.inc();
+      if (err instanceof KeyRejectedError) throw new ServiceError(err.message, 'invalid', { cause: err });
       throw err;
     }
   }

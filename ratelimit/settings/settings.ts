@@ -1,10 +1,11 @@
 // One typed settings object, parsed once from the environment at startup and passed down.
 // Names and defaults follow the reference service (envoyproxy/ratelimit src/settings/settings.go).
-import { FAILURE_MODES, type FailureMode } from '../config/types.js';
+import { DEFAULT_YAML_LIMITS, FAILURE_MODES, type FailureMode, type YamlLimits } from '../config/index.js';
 import { DEFAULT_REQUEST_BOUNDS, type RequestBounds, XDS_MAX_MESSAGE_BYTES } from '../../proto/index.js';
-import { DEFAULT_YAML_LIMITS, type YamlLimits } from '../config/yaml-source.js';
 import { EnvReader, SettingsError, type Env } from './env.js';
-import { DEFAULT_LOCAL_MAX_BYTES } from '../limiter/failure-mode.js';
+
+/** CACHE_FAILURE_MODE_LOCAL_MAX_BYTES's default: the budget of `local` failure mode's counters. */
+export const DEFAULT_LOCAL_MAX_BYTES = 64 * 1024 * 1024;
 
 export type ConfigType = 'FILE' | 'GRPC_XDS_SOTW';
 export type BackendType = 'redis' | 'memcache' | 'memory';

@@ -161,7 +161,7 @@ export class RateLimitTracing {
       server.setAttribute('rpc.grpc.status_code', 0);
       return result;
     } catch (err) {
-      const code = (err as { grpcCode?: number }).grpcCode;
+      const code = (err as { code?: unknown }).code;
       if (typeof code === 'number') server.setAttribute('rpc.grpc.status_code', code);
       for (const span of [exec, server]) {
         span.recordException(err as Error);
