@@ -8,7 +8,7 @@
 import type { FailureMode } from '../config/index.js';
 import type { StatsStore, Counter } from '../stats/index.js';
 import { DEFAULT_LOCAL_MAX_BYTES } from '../settings/index.js';
-import { keyBytes } from './key-bytes.js';
+import { keyBytes } from '../counting/index.js';
 
 export interface FailureModeSettings {
   /** CACHE_FAILURE_MODE: for descriptors without their own `failure_mode`. */

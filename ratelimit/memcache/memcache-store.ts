@@ -9,7 +9,7 @@
 import type { ConnectionOptions } from 'node:tls';
 import type { Logger } from 'pino';
 import { clientTlsOptions } from '../../common/index.js';
-import { CacheError, KeyRejectedError, type CounterOp, type CounterStore } from '../limiter/index.js';
+import { CacheError, KeyRejectedError, type CounterOp, type CounterStore } from '../counting/index.js';
 import type { Settings } from '../settings/index.js';
 import {
   MAX_RELATIVE_EXPTIME,

@@ -1,13 +1,7 @@
 // In-process counters (BACKEND_TYPE=memory): single process only, for local runs and tests.
 // Several ratelimit processes with this backend do not share counts.
-import {
-  evaluateLimitCheck,
-  type CounterOp,
-  type CounterStore,
-  type LimitCheck,
-  type LimitVerdict,
-  type NumberSlots,
-} from '../limiter/index.js';
+import { evaluateLimitCheck, type NumberSlots } from '../limiter/index.js';
+import { type CounterOp, type CounterStore, type LimitCheck, type LimitVerdict } from '../counting/index.js';
 
 /** A counter, or a token bucket's TAT (count + frac / den ms; frac and den stay 0 for counters). */
 interface Slot {

@@ -23,7 +23,7 @@ import {
   type CounterOp,
   type LimitCheck,
   type LimitVerdict,
-} from '../limiter/index.js';
+} from '../counting/index.js';
 import type { RedisSettings, TlsFiles } from '../settings/index.js';
 import { parseAuth, parseRedisTarget, tlsOptions } from './client-options.js';
 import { LIMIT_SCRIPT } from './limit-script.js';

@@ -9,7 +9,7 @@ import {
   type CounterOp,
   type LimitCheck,
   type LimitVerdict,
-} from '../limiter/index.js';
+} from '../counting/index.js';
 import type { RedisSettings, TlsFiles } from '../settings/index.js';
 import { createRedisClient, describeTarget, reconnectDelayMs, type RedisClient } from './client-options.js';
 import { RequestDeadlines } from './deadlines.js';

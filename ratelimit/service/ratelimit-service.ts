@@ -8,7 +8,8 @@ import type {
   WireRateLimitRequest,
   WireRateLimitResponse,
 } from '../../proto/index.js';
-import { CacheError, KeyRejectedError, type FixedWindowLimiter } from '../limiter/index.js';
+import { type Limiter } from '../limiter/index.js';
+import { CacheError, KeyRejectedError } from '../counting/index.js';
 import type { StatsStore } from '../stats/index.js';
 import { NO_CONFIG_MESSAGE, ServiceError } from './errors.js';
 import { toStruct } from '../../proto/index.js';
@@ -33,7 +34,7 @@ const UNIT_BY_NUMBER: Record<number, Unit> = {
 };
 
 export interface RateLimitServiceOptions {
-  limiter: FixedWindowLimiter;
+  limiter: Limiter;
   stats: StatsStore;
   globalShadowMode?: boolean;
   globalQuotaMode?: boolean;

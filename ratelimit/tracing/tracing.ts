@@ -40,7 +40,7 @@ import {
   type SpanProcessor,
 } from '@opentelemetry/sdk-trace';
 import type { Logger } from 'pino';
-import type { CounterOp, CounterStore, LimitCheck, LimitVerdict } from '../limiter/index.js';
+import type { CounterOp, CounterStore, LimitCheck, LimitVerdict } from '../counting/index.js';
 import type { Settings } from '../settings/index.js';
 
 export const SERVER_SPAN_NAME = 'envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit';

@@ -5,7 +5,7 @@
 import type { FailureMode, LimitMatch, RateLimitRule } from '../config/index.js';
 import type { WireDescriptorStatus, WireRateLimit } from '../../proto/index.js';
 import type { StatsStore } from '../stats/index.js';
-import { buildLimitCheck, taggedKeyBase, type LimitCheck } from './algorithms.js';
+import { buildLimitCheck, taggedKeyBase } from './algorithms.js';
 import { cacheKey } from './cache-key.js';
 import { VerdictStatuses } from './verdict-status.js';
 import type { LocalOverLimitCache } from './local-cache.js';
@@ -16,9 +16,9 @@ import {
   localShare,
   type FailureModeSettings,
 } from './failure-mode.js';
-import { CacheError, type CounterOp, type CounterStore } from './store.js';
+import { CacheError, type CounterOp, type CounterStore, type LimitCheck } from '../counting/index.js';
 
-export interface FixedWindowLimiterOptions {
+export interface LimiterOptions {
   store: CounterStore;
   stats: StatsStore;
   cacheKeyPrefix?: string;
@@ -40,7 +40,7 @@ const OK_NO_LIMIT: WireDescriptorStatus = Object.freeze({
   limitRemaining: 0,
 }) as WireDescriptorStatus;
 
-export class FixedWindowLimiter {
+export class Limiter {
   private readonly store: CounterStore;
   private readonly stats: StatsStore;
   private readonly prefix: string;
@@ -58,7 +58,7 @@ export class FixedWindowLimiter {
   /** `local` failure mode's counters. */
   readonly localCounter: LocalFallbackCounter;
 
-  constructor(opts: FixedWindowLimiterOptions) {
+  constructor(opts: LimiterOptions) {
     this.store = opts.store;
     this.stats = opts.stats;
     this.prefix = opts.cacheKeyPrefix ?? '';
