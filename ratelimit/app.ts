@@ -7,7 +7,12 @@ import { Limiter, LocalOverLimitCache } from './limiter/index.js';
 import { buildCounterStack } from './counter-stack.js';
 import { CircuitBreakerStore, type CounterStore, type WriteBehindCounterStore } from './counting/index.js';
 import { createLogger } from './logging.js';
-import { FileConfigProvider, type ConfigUpdate } from './runtime/index.js';
+import {
+  FileConfigProvider,
+  type ConfigSource,
+  type ConfigSourceDeps,
+  type ConfigUpdate,
+} from './sources/index.js';
 import { DebugServer, HealthChecker, RateLimitGrpcServer, RateLimitHttpServer } from './server/index.js';
 import { RateLimitService } from './service/index.js';
 import type { Env, Settings } from './settings/index.js';
@@ -17,11 +22,6 @@ import { cacheSpanName, createTracing, type RateLimitTracing } from './tracing/i
 /** How long after the drain time (SHUTDOWN_DRAIN_TIMEOUT) the process exits whatever still hangs. */
 export const SHUTDOWN_EXIT_SLACK_MS = 2000;
 
-export interface ConfigSource {
-  start(): Promise<void>;
-  close(): Promise<void>;
-}
-
 export interface RateLimitAppOptions {
   settings: Settings;
   logger?: Logger;
@@ -30,7 +30,7 @@ export interface RateLimitAppOptions {
   /** Environment for settings outside Settings (DOG_STATSD_MOGRIFIER_*); process.env by default. */
   env?: Env;
   /** Builds the xDS config source; injected so this module does not depend on the xDS client. */
-  xdsSourceFactory?: (app: RateLimitApp) => Promise<ConfigSource>;
+  xdsSourceFactory?: (deps: ConfigSourceDeps) => Promise<ConfigSource>;
 }
 
 export class RateLimitApp {
@@ -184,7 +184,13 @@ export class RateLimitApp {
       );
     } else {
       if (!this.opts.xdsSourceFactory) throw new Error('CONFIG_TYPE=GRPC_XDS_SOTW needs the xDS client');
-      this.configSource = await this.opts.xdsSourceFactory(this);
+      this.configSource = await this.opts.xdsSourceFactory({
+        settings: s,
+        logger: this.logger,
+        features: () => this.supportedFeatures(),
+        setConfig: (config) => this.setConfig(config),
+        onUpdate: (update) => this.applyConfig(update),
+      });
     }
     await this.configSource.start();
     if (!s.forceStartWithoutInitialConfig && !this.service.getConfig()) {

@@ -4,7 +4,7 @@
 import t from 'tap';
 import { DEFAULT_YAML_LIMITS } from '../config/index.js';
 import { descriptor, eventually, startTestApp } from '../test-support.js';
-import { YamlParser } from './yaml-parser.js';
+import { ConfigParsePool } from './parse-pool.js';
 
 /** The "billion laughs" (also in config/yaml-limits.test.ts). */
 function billionLaughs(): string {
@@ -30,7 +30,7 @@ const limitYaml = (n: number) =>
 t.test(
   'a parse past its deadline is stopped and rejected naming the file; the next parse works',
   async (t) => {
-    const p = new YamlParser({ limits: raised, timeoutMs: 300 });
+    const p = new ConfigParsePool({ limits: raised, timeoutMs: 300 });
     t.teardown(() => p.close());
     const started = performance.now();
     await t.rejects(
@@ -52,7 +52,7 @@ t.test(
 );
 
 t.test('close() does not wait for a parse in progress', async (t) => {
-  const p = new YamlParser({ limits: raised, timeoutMs: 600_000 });
+  const p = new ConfigParsePool({ limits: raised, timeoutMs: 600_000 });
   const pending = p.parse([{ name: 'slow.yaml', yaml: slowYaml(60) }]);
   pending.catch(() => undefined);
   await new Promise((r) => setTimeout(r, 300));

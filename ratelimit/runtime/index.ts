@@ -1,2 +1,0 @@
-export * from './file-provider.js';
-export * from './yaml-parser.js';
