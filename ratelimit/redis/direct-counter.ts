@@ -260,7 +260,7 @@ export class DirectCounter {
     // A request older than twice REDIS_TIMEOUT (its caller gave up long ago) means a hung server: drop
     // the connection, so waiting requests cannot pile up behind it.
     this.staleMs = settings.timeoutMs > 0 ? settings.timeoutMs * 2 : 30_000;
-    this.connectTimeoutMs = settings.timeoutMs > 0 ? settings.timeoutMs : 10_000;
+    this.connectTimeoutMs = settings.connectTimeoutMs;
   }
 
   /** True when a request can be sent here now; false: send it through ioredis. */

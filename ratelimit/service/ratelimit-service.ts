@@ -1,6 +1,14 @@
 // The ShouldRateLimit decision: validate the request, match each descriptor, count, aggregate.
 // Semantics follow the reference's service/ratelimit.go; deliberate differences are in the README.
-import type { FailureMode, LimitMatch, RateLimitConfig, RequestDescriptor, Unit } from '../config/index.js';
+import {
+  UNITS,
+  unitFromNumber,
+  type FailureMode,
+  type LimitMatch,
+  type RateLimitConfig,
+  type RequestDescriptor,
+  type Unit,
+} from '../config/index.js';
 import type {
   WireDescriptor,
   WireDescriptorStatus,
@@ -21,17 +29,6 @@ export const MAX_UINT32 = 4294967295;
  * whose INCRBY refuses more than 2^63-1 and would report it as a cache failure.
  */
 export const MAX_HITS_ADDEND = Number.MAX_SAFE_INTEGER;
-
-const UNITS: readonly Unit[] = ['SECOND', 'MINUTE', 'HOUR', 'DAY', 'WEEK', 'MONTH', 'YEAR'];
-const UNIT_BY_NUMBER: Record<number, Unit> = {
-  1: 'SECOND',
-  2: 'MINUTE',
-  3: 'HOUR',
-  4: 'DAY',
-  5: 'MONTH',
-  6: 'YEAR',
-  7: 'WEEK',
-};
 
 export interface RateLimitServiceOptions {
   limiter: Limiter;
@@ -215,9 +212,10 @@ function failureModesOf(decidedBy: readonly (FailureMode | undefined)[]): string
   return out;
 }
 
-function parseUnit(u: unknown, where: string): Unit {
+/** A request's limit unit: its wire number, or (from /json) its exact upper-case name. */
+function requestUnit(u: unknown, where: string): Unit {
   if (typeof u === 'number') {
-    const unit = UNIT_BY_NUMBER[u];
+    const unit = unitFromNumber(u);
     if (unit) return unit;
   } else if (typeof u === 'string' && (UNITS as readonly string[]).includes(u)) {
     return u as Unit;
@@ -248,7 +246,7 @@ export function parseRequest(request: WireRateLimitRequest): ParsedRequest {
     if (d.limit) {
       limit = {
         requestsPerUnit: d.limit.requestsPerUnit ?? 0,
-        unit: parseUnit(d.limit.unit ?? 0, `descriptors[${i}].limit.unit`),
+        unit: requestUnit(d.limit.unit ?? 0, `descriptors[${i}].limit.unit`),
       };
     }
     descriptors[i] = { entries: entries as RequestDescriptor['entries'], limit };

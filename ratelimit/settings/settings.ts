@@ -24,6 +24,8 @@ export interface RedisSettings {
   pipelineWindowMs: number;
   pipelineLimit: number;
   timeoutMs: number;
+  /** The connect timeout: <prefix>_TIMEOUT, or 10 s when that is 0 (no per-command deadline). */
+  connectTimeoutMs: number;
   /** Ours (<prefix>_DIRECT_COUNTING, default true): INCRBY + EXPIRE on a connection of our own (direct-counter.ts). */
   directCounting: boolean;
 }
@@ -178,7 +180,7 @@ export interface Settings {
 }
 
 function redisSettings(r: EnvReader, prefix: string, defaultUrl: string): RedisSettings {
-  return {
+  const s: RedisSettings = {
     socketType: r.oneOf(`${prefix}_SOCKET_TYPE`, 'unix', ['tcp', 'unix'] as const),
     type: r.oneOf(`${prefix}_TYPE`, 'single', ['single', 'sentinel', 'cluster'] as const),
     url: r.string(`${prefix}_URL`, defaultUrl),
@@ -189,8 +191,12 @@ function redisSettings(r: EnvReader, prefix: string, defaultUrl: string): RedisS
     pipelineWindowMs: r.durationMs(`${prefix}_PIPELINE_WINDOW`, 0),
     pipelineLimit: r.int(`${prefix}_PIPELINE_LIMIT`, 0, { min: 0 }),
     timeoutMs: r.durationMs(`${prefix}_TIMEOUT`, 10_000),
+    connectTimeoutMs: 0,
     directCounting: r.bool(`${prefix}_DIRECT_COUNTING`, true),
   };
+  // "0 means 10 s" decided here once: the Redis clients read connectTimeoutMs and make no choice.
+  s.connectTimeoutMs = s.timeoutMs > 0 ? s.timeoutMs : 10_000;
+  return s;
 }
 
 /** Parses every setting; throws SettingsError naming the variable on the first invalid value. */
