@@ -37,7 +37,7 @@ t.test(
   async (t) => {
     const committed = readFileSync(CRD_PATH, 'utf8');
     const generated = await renderCrd();
-    t.equal(committed, generated, 'crds/ratelimitconfigs.yaml is up to date');
+    t.equal(committed, generated, 'charts/ratelimit/crds/ratelimitconfigs.yaml is up to date');
     t.same(parse(committed), generateCrd());
   },
 );
