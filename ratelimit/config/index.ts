@@ -4,7 +4,6 @@ export { configSchema, crossFieldRules, type CrossFieldRule } from './schema.js'
 export { ConfigError } from './errors.js';
 export { loadConfig, compileConfig } from './load.js';
 export { parseYamlSource, parseYamlSourceFully, checkYamlDocument, checkYamlText } from './yaml/read.js';
-export { validateDocument } from './validate.js';
 export { UNITS, UNIT_NUMBER, UNIT_SECONDS, parseUnit, unitFromNumber } from './units.js';
 export { buildConfigInSlices, type CheckedDocument } from './matcher.js';
 export { checkDocument } from './validate.js';
