@@ -20,15 +20,9 @@ import { type Limiter } from '../limiter/index.js';
 import { CacheError, KeyRejectedError } from '../counting/index.js';
 import type { StatsStore } from '../stats/index.js';
 import { NO_CONFIG_MESSAGE, ServiceError } from './errors.js';
-import { toStruct } from '../../proto/index.js';
+import { MAX_HITS_ADDEND, toStruct } from '../../proto/index.js';
 
 export const MAX_UINT32 = 4294967295;
-/**
- * Largest hits_addend counted: a double adds exactly up to 2^53-1, and a larger addend is over any
- * uint32 limit anyway. Above it (up to 2^64-1 on the wire) is the caller's error, never sent to Redis,
- * whose INCRBY refuses more than 2^63-1 and would report it as a cache failure.
- */
-export const MAX_HITS_ADDEND = Number.MAX_SAFE_INTEGER;
 
 export interface RateLimitServiceOptions {
   limiter: Limiter;
