@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import {
   DEFAULT_REQUEST_BOUNDS,
   decodeRateLimitRequest,
+  InvalidFieldError,
   encodeRateLimitResponse,
   rateLimitServiceDefinition,
   ProtoReader,
@@ -93,7 +94,7 @@ export class RateLimitGrpcServer {
     ) => Buffer;
     const bounds = opts.requestBounds ?? DEFAULT_REQUEST_BOUNDS;
     this.server.addUnary<WireRateLimitRequest, WireRateLimitResponse>(SHOULD_RATE_LIMIT_PATH, {
-      decode: (buf) => decodeRateLimitRequest(buf, bounds),
+      decode: (buf) => decodeRequest(buf, bounds),
       encode: (r) => encodeRateLimitResponse(r) ?? serialize(r),
       handle: (req, call) => this.shouldRateLimit(req, call),
     });
@@ -191,6 +192,15 @@ const GRPC_STATUS: Readonly<Record<ServiceErrorKind, number>> = {
   'no-config': Status.UNAVAILABLE,
   unavailable: Status.UNAVAILABLE,
 };
+
+/** The request, or a caller's bad value in it (InvalidFieldError) as INVALID_ARGUMENT. */
+function decodeRequest(buf: Buffer, bounds: RequestBounds): WireRateLimitRequest {
+  try {
+    return decodeRateLimitRequest(buf, bounds);
+  } catch (err) {
+    throw err instanceof InvalidFieldError ? new GrpcStatusError(Status.INVALID_ARGUMENT, err.message) : err;
+  }
+}
 
 /** Inside a trace: the service's error as the gRPC status it ends in, so the span records the code. */
 function asGrpcError(err: unknown): never {
