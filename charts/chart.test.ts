@@ -404,12 +404,8 @@ t.test('values.schema.json: a wrong value fails the render, naming the value', a
   t.same(undescribed, [], 'every value has a schema entry');
 });
 
-t.test('the chart CRD is the generated one and its RBAC equals operator/deploy/rbac.yaml', async (t) => {
-  t.equal(
-    readFileSync(join(chart, 'crds', 'ratelimitconfigs.yaml'), 'utf8'),
-    readFileSync(join(repo, 'crds', 'ratelimitconfigs.yaml'), 'utf8'),
-    'run `npm run crds:generate` after changing the schema',
-  );
+// The chart's crds/ratelimitconfigs.yaml is the one committed CRD; crds/crd.test.ts checks it is the generated one.
+t.test('the chart RBAC equals operator/deploy/rbac.yaml', async (t) => {
   const manifest = docs(readFileSync(join(repo, 'operator', 'deploy', 'rbac.yaml'), 'utf8'));
   const r = await runCommand(helm, ['template', 'rl', chart, '--set', 'redis.url=redis:6379']);
   t.equal(r.code, 0, r.stderr);

@@ -23,7 +23,7 @@ import { parseAllDocuments, stringify } from 'yaml';
 import { resolveHelm } from '../harness/kube.js';
 import { runCommand } from '../harness/proc.js';
 import { REDIS, STANDARD_VALUES } from './values-fixtures.js';
-import { FileConfigProvider, type ConfigUpdate } from '../ratelimit/runtime/file-provider.js';
+import { FileConfigProvider, type ConfigUpdate } from '../ratelimit/sources/index.js';
 
 const repo = join(dirname(fileURLToPath(import.meta.url)), '..');
 const chart = join(repo, 'charts', 'ratelimit');

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { decodeRateLimitConfig, RATELIMIT_CONFIG_TYPE_URL } from '../proto/index.js';
 import { compileConfig, type ParsedConfigSource } from '../ratelimit/config/index.js';
-import { XdsConfigClient } from '../ratelimit/xds/index.js';
+import { XdsConfigClient } from '../ratelimit/sources/index.js';
 import { Registry } from 'prom-client';
 import { InMemorySnapshotCache } from './cache.js';
 import { registerSourceMetrics } from './metrics.js';

@@ -24,7 +24,7 @@ t.test('dist/ holds the production folders only, without tests, test helpers or 
   t.ok(js.length > 50, `${js.length} compiled modules`);
   const nonProduction = js.filter((f) => /\.test\.js$|(^|\/)(test-support|testing|bench)\.js$/.test(f));
   t.same(nonProduction, [], 'no tests, test helpers or benchmarks');
-  t.ok(js.includes('ratelimit/runtime/parse-worker.js'), 'the parse worker is built (loaded by path)');
+  t.ok(js.includes('ratelimit/sources/parse-worker.js'), 'the parse worker is built (loaded by path)');
 });
 
 t.test('every bin of the package runs from dist/', async (t) => {

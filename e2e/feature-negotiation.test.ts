@@ -10,7 +10,7 @@ import { startReferenceService } from '../harness/reference.js';
 import { startRedis } from '../harness/redis/index.js';
 import { descriptor, eventually, startTestApp } from '../ratelimit/test-support.js';
 import { callOnce } from '../ratelimit/client/main.js';
-import { createXdsSource } from '../ratelimit/xds-source.js';
+import { createXdsSource } from '../ratelimit/sources/index.js';
 
 const fixed = (rpu: number) => ({
   domain: 'mixed',

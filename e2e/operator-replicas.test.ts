@@ -8,7 +8,7 @@ import t from 'tap';
 import { openRawAdsStream } from '../control-plane/testing.js';
 import type { RateLimitConfig } from '../ratelimit/config/index.js';
 import type { TestApp } from '../ratelimit/test-support.js';
-import { createXdsSource } from '../ratelimit/xds-source.js';
+import { createXdsSource } from '../ratelimit/sources/index.js';
 import { REPORT_ANNOTATION, REPORT_LABEL } from '../operator/pod-reports.js';
 import { USAGE_FLAGS } from '../operator/usage.js';
 import {
@@ -86,15 +86,15 @@ async function stopReplicas(): Promise<void> {
  */
 async function startPod(node: string, xdsPort: number, refuse?: string): Promise<TestApp> {
   return startXdsPod(node, xdsPort, {
-    xdsSourceFactory: (app) => {
-      if (refuse) {
-        const set = app.setConfig.bind(app);
-        app.setConfig = (config: RateLimitConfig) => {
+    xdsSourceFactory: (deps) => {
+      if (!refuse) return createXdsSource(deps);
+      return createXdsSource({
+        ...deps,
+        setConfig: (config: RateLimitConfig) => {
           if (config.hasDomain(refuse)) throw new Error(`${node} refuses domain ${refuse}`);
-          set(config);
-        };
-      }
-      return createXdsSource(app);
+          deps.setConfig(config);
+        },
+      });
     },
   });
 }

@@ -3,7 +3,7 @@
 import { join } from 'node:path';
 import { waitFor } from '../operator/testing.js';
 import { startTestApp, type StartTestAppOptions, type TestApp } from '../ratelimit/test-support.js';
-import { createXdsSource } from '../ratelimit/xds-source.js';
+import { createXdsSource } from '../ratelimit/sources/index.js';
 import { builtBin, REPO_ROOT } from './dist.js';
 import type { KubeHarness } from './kube.js';
 import { freePorts, ServerProcess } from './net.js';

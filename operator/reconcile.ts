@@ -21,11 +21,11 @@
 import { resourceFromDocument, type Resource } from '../control-plane/index.js';
 import { fieldsLostOverXds } from '../proto/index.js';
 import {
+  checkDocument,
   compareClaimAge,
   compileConfig,
   ConfigError,
   resolveDomainClaims,
-  validateDocument,
   type DomainClaim,
 } from '../ratelimit/config/index.js';
 import type { DomainPolicy } from './domain-policy.js';
@@ -148,7 +148,7 @@ function check(
   policy: DomainPolicy | undefined,
 ): { doc: Member['doc'] } | Rejection {
   const { mergeDomain: _merge, ...doc } = spec;
-  let errors: Error[] = validateDocument(key, doc);
+  let errors: Error[] = checkDocument(key, doc).errors;
   if (errors.length === 0) {
     try {
       compileConfig([{ name: key, document: doc }]);

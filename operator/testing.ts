@@ -13,7 +13,7 @@ import { parse, parseAllDocuments, stringify } from 'yaml';
 import { GROUP, PLURAL, VERSION, type RateLimitConfigObject } from './resource.js';
 
 export const REPO_ROOT = join(import.meta.dirname, '..');
-export const CRD_FILE = join(REPO_ROOT, 'crds', 'ratelimitconfigs.yaml');
+export const CRD_FILE = join(REPO_ROOT, 'charts', 'ratelimit', 'crds', 'ratelimitconfigs.yaml');
 
 /** The API server's message from a client-node ApiException (its Status body), else the error text. */
 export function apiMessage(err: unknown): string {

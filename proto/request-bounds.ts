@@ -17,6 +17,14 @@ export interface RequestBounds {
   maxHitsAddend: number;
 }
 
+/**
+ * Largest hits_addend counted, whatever REQUEST_MAX_HITS_ADDEND says (the service checks it again for
+ * requests that reach it without a decoder): a double adds exactly up to 2^53-1, and a larger addend
+ * is over any uint32 limit anyway. Above it (up to 2^64-1 on the wire) is the caller's error, never
+ * sent to Redis, whose INCRBY refuses more than 2^63-1 and would report it as a cache failure.
+ */
+export const MAX_HITS_ADDEND = Number.MAX_SAFE_INTEGER;
+
 export const DEFAULT_REQUEST_BOUNDS: Readonly<RequestBounds> = Object.freeze({
   maxDescriptors: 64,
   maxEntries: 32,

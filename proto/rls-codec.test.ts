@@ -274,7 +274,6 @@ t.test(
     ]) {
       t.throws(() => decodeRateLimitRequest(entry(bad)), InvalidFieldError, Buffer.from(bad).toString('hex'));
     }
-    t.equal(new InvalidFieldError('x').grpcCode, 3, 'INVALID_ARGUMENT');
     const good = [...Buffer.from('añ€😀')];
     t.equal(decodeRateLimitRequest(entry(good)).descriptors![0]!.entries![0]!.value, 'añ€😀');
     const bom = [0xef, 0xbb, 0xbf, 0x61];

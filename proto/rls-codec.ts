@@ -35,11 +35,10 @@ const CODE_NUMBER: Record<WireCode, number> = { UNKNOWN: 0, OK: 1, OVER_LIMIT: 2
 
 /**
  * A caller's bad value in a well-formed message (a string field that is not UTF-8, a request past one
- * of the RequestBounds). The gRPC
- * server answers INVALID_ARGUMENT (`grpcCode`) instead of INTERNAL, as for a malformed message.
+ * of the RequestBounds). The gRPC server (ratelimit/server/grpc-server.ts) answers it with
+ * INVALID_ARGUMENT instead of INTERNAL, as for a malformed message.
  */
 export class InvalidFieldError extends Error {
-  readonly grpcCode = 3;
   constructor(message: string) {
     super(message);
     this.name = 'InvalidFieldError';

@@ -3,19 +3,16 @@
 import type { Logger } from 'pino';
 import { ConfigError, type ConfigFeature, type RateLimitConfig } from './config/index.js';
 import { RATELIMIT_FEATURES } from '../proto/index.js';
-import {
-  CacheError,
-  CoalescingCounterStore,
-  FixedWindowLimiter,
-  LocalOverLimitCache,
-  WriteBehindCounterStore,
-  type CounterStore,
-} from './limiter/index.js';
+import { Limiter, LocalOverLimitCache } from './limiter/index.js';
+import { buildCounterStack } from './counter-stack.js';
+import { CircuitBreakerStore, type CounterStore, type WriteBehindCounterStore } from './counting/index.js';
 import { createLogger } from './logging.js';
-import { MemcacheCounterStore } from './memcache/index.js';
-import { MemoryCounterStore } from './memory/index.js';
-import { CIRCUIT_STATE_VALUE, CircuitBreakerStore, RedisCounterStore } from './redis/index.js';
-import { FileConfigProvider, type ConfigUpdate } from './runtime/index.js';
+import {
+  FileConfigProvider,
+  type ConfigSource,
+  type ConfigSourceDeps,
+  type ConfigUpdate,
+} from './sources/index.js';
 import { DebugServer, HealthChecker, RateLimitGrpcServer, RateLimitHttpServer } from './server/index.js';
 import { RateLimitService } from './service/index.js';
 import type { Env, Settings } from './settings/index.js';
@@ -25,11 +22,6 @@ import { cacheSpanName, createTracing, type RateLimitTracing } from './tracing/i
 /** How long after the drain time (SHUTDOWN_DRAIN_TIMEOUT) the process exits whatever still hangs. */
 export const SHUTDOWN_EXIT_SLACK_MS = 2000;
 
-export interface ConfigSource {
-  start(): Promise<void>;
-  close(): Promise<void>;
-}
-
 export interface RateLimitAppOptions {
   settings: Settings;
   logger?: Logger;
@@ -38,7 +30,7 @@ export interface RateLimitAppOptions {
   /** Environment for settings outside Settings (DOG_STATSD_MOGRIFIER_*); process.env by default. */
   env?: Env;
   /** Builds the xDS config source; injected so this module does not depend on the xDS client. */
-  xdsSourceFactory?: (app: RateLimitApp) => Promise<ConfigSource>;
+  xdsSourceFactory?: (deps: ConfigSourceDeps) => Promise<ConfigSource>;
 }
 
 export class RateLimitApp {
@@ -68,23 +60,19 @@ export class RateLimitApp {
     const s = (this.settings = opts.settings);
     this.stats = new StatsStore({ maxUnknownDomains: s.stats.maxUnknownDomains });
     this.logger = opts.logger ?? createLogger({ level: s.logLevel, format: s.logFormat });
-    this.store = opts.store ?? this.buildStore();
+    const stack = buildCounterStack(s, { stats: this.stats, logger: this.logger, base: opts.store });
+    this.store = stack.base;
+    this.writeBehind = stack.writeBehind;
     this.statsPipeline = createStatsPipeline(s.stats, {
       store: this.stats,
       logger: this.logger,
       env: opts.env,
     });
     this.tracing = createTracing(s.tracing, { logger: this.logger });
-    // Concurrent hits on one key share one INCRBY (exact per-caller counts); off: one op per request.
-    const coalescing = s.coalesceIncrements ? new CoalescingCounterStore(this.store) : this.store;
-    // Write-behind (off by default): known fixed-window keys decided locally, hits sent per interval.
-    if (s.writeBehind.enabled)
-      this.writeBehind = new WriteBehindCounterStore(coalescing, s.writeBehind, this.stats);
-    const counting = this.writeBehind ?? coalescing;
     this.limiterStore = this.tracing
-      ? this.tracing.wrapStore(counting, cacheSpanName(s.backendType))
-      : counting;
-    const limiter = new FixedWindowLimiter({
+      ? this.tracing.wrapStore(stack.store, cacheSpanName(s.backendType))
+      : stack.store;
+    const limiter = new Limiter({
       store: this.limiterStore,
       stats: this.stats,
       cacheKeyPrefix: s.cacheKeyPrefix,
@@ -111,49 +99,6 @@ export class RateLimitApp {
       // Not ready for the cache until Redis has answered once (a start without Redis goes on without it).
       const store = this.store;
       this.health.addProbe('cache', () => store.hasConnected());
-    }
-  }
-
-  private buildStore(): CounterStore {
-    const s = this.settings;
-    switch (s.backendType) {
-      case 'memory':
-        return new MemoryCounterStore(Date.now, 5000, s.memoryMaxBytes);
-      case 'redis': {
-        const redis = new RedisCounterStore({
-          settings: s.redis,
-          tlsFiles: s.redisTlsFiles,
-          perSecond: s.redisPerSecond
-            ? { settings: s.redisPerSecondSettings, tlsFiles: s.redisTlsFiles }
-            : undefined,
-          logger: this.logger,
-          // ratelimit.redis.<deployment>.all.replica: 1 while a single Redis answers READONLY.
-          onRole: (deployment, replica) =>
-            this.stats.gauge(circuitStatName(deployment, 'replica')).set(replica ? 1 : 0),
-        });
-        if (s.redis.type === 'single') this.stats.gauge(circuitStatName('REDIS', 'replica')).set(0);
-        if (s.redisPerSecond && s.redisPerSecondSettings.type === 'single')
-          this.stats.gauge(circuitStatName('REDIS_PERSECOND', 'replica')).set(0);
-        // ratelimit.redis.<shard>.circuit_state: 0 closed, 1 half open, 2 open.
-        const gauges = this.stats;
-        return new CircuitBreakerStore(
-          redis,
-          s.redisCircuitBreaker,
-          {
-            onState: (shard, state, from) => {
-              gauges.gauge(circuitStatName(shard, 'circuit_state')).set(CIRCUIT_STATE_VALUE[state]);
-              if (state === 'open' && from === 'closed')
-                gauges.counter(circuitStatName(shard, 'circuit_open')).inc();
-            },
-          },
-          this.logger,
-          s.redisStartupWaitMs,
-        );
-      }
-      case 'memcache':
-        return new MemcacheCounterStore({ settings: s.memcache, logger: this.logger });
-      default:
-        throw new CacheError(`BACKEND_TYPE=${s.backendType} is not supported by this build yet`);
     }
   }
 
@@ -239,7 +184,13 @@ export class RateLimitApp {
       );
     } else {
       if (!this.opts.xdsSourceFactory) throw new Error('CONFIG_TYPE=GRPC_XDS_SOTW needs the xDS client');
-      this.configSource = await this.opts.xdsSourceFactory(this);
+      this.configSource = await this.opts.xdsSourceFactory({
+        settings: s,
+        logger: this.logger,
+        features: () => this.supportedFeatures(),
+        setConfig: (config) => this.setConfig(config),
+        onUpdate: (update) => this.applyConfig(update),
+      });
     }
     await this.configSource.start();
     if (!s.forceStartWithoutInitialConfig && !this.service.getConfig()) {
@@ -316,12 +267,4 @@ export class RateLimitApp {
     await this.statsPipeline.close();
     await this.tracing?.close();
   }
-}
-
-/** `REDIS 127.0.0.1:7000` -> `ratelimit.redis.REDIS.127_0_0_1_7000.<stat>` (the shard part is one label). */
-function circuitStatName(shard: string, stat: string): string {
-  const space = shard.indexOf(' ');
-  const deployment = space < 0 ? shard : shard.slice(0, space);
-  const node = space < 0 ? 'all' : shard.slice(space + 1).replace(/[.:|]/g, '_');
-  return `ratelimit.redis.${deployment}.${node}.${stat}`;
 }

@@ -4,7 +4,7 @@
 import t from 'tap';
 import * as grpc from '@grpc/grpc-js';
 import { SHOULD_RATE_LIMIT_PATH } from '../proto/index.js';
-import type { CounterOp, CounterStore } from './limiter/index.js';
+import type { CounterOp, CounterStore } from './counting/index.js';
 import { MemoryCounterStore } from './memory/index.js';
 import { startTestApp } from './test-support.js';
 

@@ -10,7 +10,7 @@ import t from 'tap';
 import fc from 'fast-check';
 import * as grpc from '@grpc/grpc-js';
 import { ConfigError, compileConfig } from './config/index.js';
-import { parseYamlSource } from './config/yaml-source.js';
+import { parseYamlSource } from './config/index.js';
 import {
   decodeRateLimitRequest,
   rateLimitServiceDefinition,

@@ -8,7 +8,7 @@ import { freePort } from '../harness/net.js';
 import { loadSettings, SettingsError, parseGoDuration } from './settings/index.js';
 import { createLogger } from './logging.js';
 import { descriptor, eventually, startTestApp } from './test-support.js';
-import type { CounterOp, CounterStore } from './limiter/index.js';
+import type { CounterOp, CounterStore } from './counting/index.js';
 import { MemoryCounterStore } from './memory/index.js';
 
 const repo = join(dirname(fileURLToPath(import.meta.url)), '..');

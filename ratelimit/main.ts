@@ -2,7 +2,7 @@
 import { RateLimitApp, SHUTDOWN_EXIT_SLACK_MS } from './app.js';
 import { createLogger } from './logging.js';
 import { loadSettings, SettingsError } from './settings/index.js';
-import { createXdsSource } from './xds-source.js';
+import { createXdsSource } from './sources/index.js';
 
 async function main(): Promise<void> {
   let settings;

@@ -5,8 +5,9 @@
 import t from 'tap';
 import { redisInfo, respCommand, startRedis, type RedisServer } from '../harness/redis/index.js';
 import { loadConfig } from './config/index.js';
-import { CoalescingCounterStore, FixedWindowLimiter, WriteBehindCounterStore } from './limiter/index.js';
-import { CircuitBreakerStore, RedisCounterStore } from './redis/index.js';
+import { Limiter } from './limiter/index.js';
+import { CoalescingCounterStore, WriteBehindCounterStore, CircuitBreakerStore } from './counting/index.js';
+import { RedisCounterStore } from './redis/index.js';
 import { loadSettings } from './settings/index.js';
 import { StatsStore } from './stats/index.js';
 import { descriptor, eventually, roomInWindow, startTestApp, type TestApp } from './test-support.js';
@@ -131,7 +132,7 @@ t.test(
     t.teardown(() => wb.close());
     const W1 = 1_800_000_000 - (1_800_000_000 % 3600); // an hour boundary
     let now = W1 + 100;
-    const limiter = new FixedWindowLimiter({
+    const limiter = new Limiter({
       store: wb,
       stats: new StatsStore(),
       expirationJitterMaxSeconds: 0,

@@ -7,7 +7,7 @@ import { AdsServer, InMemorySnapshotCache, resourceFromDocument } from '../contr
 import { freePort } from '../harness/net.js';
 import { startXdsPod } from '../harness/operator.js';
 import { descriptor, eventually, type TestApp } from './test-support.js';
-import { createXdsSource, type XdsConfigSource } from './xds-source.js';
+import { createXdsSource, type XdsConfigSource } from './sources/index.js';
 
 const DESCRIPTORS = 10_000;
 
@@ -35,7 +35,7 @@ async function setup(t: Test) {
   cache.setDefaultSnapshot([resourceFromDocument('xds', bigDoc(1))]);
   let source: XdsConfigSource | undefined;
   const svc: TestApp = await startXdsPod('pod-1', port, {
-    xdsSourceFactory: async (app) => (source = await createXdsSource(app)),
+    xdsSourceFactory: async (deps) => (source = await createXdsSource(deps)),
   });
   t.teardown(() => svc.close());
   const limit = async () =>

@@ -5,7 +5,7 @@ import t from 'tap';
 import { AdsServer, InMemorySnapshotCache, resourceFromDocument } from '../control-plane/index.js';
 import { freePort } from '../harness/net.js';
 import { descriptor, eventually, startTestApp, type TestApp } from './test-support.js';
-import { createXdsSource } from './xds-source.js';
+import { createXdsSource } from './sources/index.js';
 
 const doc = (rpu: number) => ({
   domain: 'xds',

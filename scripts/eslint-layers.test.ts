@@ -61,7 +61,7 @@ const allowed: [string, string][] = [
   ['control-plane/x.ts', "import { a } from '../ratelimit/config/index.js';"],
   ['operator/x.ts', "import { a } from './kube/index.js';"],
   ['operator/kube/x.ts', "import { a } from './reflector.js';"],
-  ['control-plane/x.test.ts', "import { a } from '../ratelimit/xds/index.js';"],
+  ['control-plane/x.test.ts', "import { a } from '../ratelimit/sources/index.js';"],
   ['ratelimit/x.test.ts', "import { a } from '../harness/tls.js';"],
   ['e2e/x.test.ts', "import { a } from '../control-plane/testing.js';"],
   ['crds/generate.ts', "import { a } from '../ratelimit/config/index.js';"],

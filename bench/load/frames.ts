@@ -47,4 +47,4 @@ export function encodeRequest(r: BenchRequest): Uint8Array {
 }
 
 /** A gRPC length-prefixed message: the service's own framing. */
-export { frameMessage as grpcFrame } from '../../ratelimit/server/h2-grpc.js';
+export { frameMessage as grpcFrame } from '../../ratelimit/server/index.js';

@@ -6,8 +6,8 @@
 //
 //   npx tsx bench/micro/algorithms-cost.ts [decisions per algorithm, default 40000]
 import { loadConfig } from '../../ratelimit/config/index.js';
-import { FixedWindowLimiter } from '../../ratelimit/limiter/index.js';
-import { RedisCounterStore } from '../../ratelimit/redis/index.js';
+import { Limiter } from '../../ratelimit/limiter/index.js';
+import { createRedisBackend } from '../../ratelimit/counter-stack.js';
 import { loadSettings } from '../../ratelimit/settings/index.js';
 import { StatsStore } from '../../ratelimit/stats/index.js';
 import { redisInfo, startRedis } from '../../harness/redis/index.js';
@@ -66,11 +66,9 @@ function delta(
 async function main(): Promise<void> {
   const n = Number(process.argv[2] ?? 40_000);
   const redis = await startRedis();
-  const settings = loadSettings({ REDIS_SOCKET_TYPE: 'tcp', REDIS_URL: redis.url }).redis;
-  const noTls = { caCert: '', clientCert: '', clientKey: '', skipHostnameVerification: false };
-  const store = new RedisCounterStore({ settings, tlsFiles: noTls });
+  const store = createRedisBackend(loadSettings({ REDIS_SOCKET_TYPE: 'tcp', REDIS_URL: redis.url }));
   await store.start(10_000);
-  const limiter = new FixedWindowLimiter({ store, stats: new StatsStore() });
+  const limiter = new Limiter({ store, stats: new StatsStore() });
   const rows: string[] = [];
   try {
     // Every algorithm twice: the first pass warms the process up (JIT of each path, ioredis' script

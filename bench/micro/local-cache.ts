@@ -11,7 +11,7 @@
 // key), has() missing and hitting in the full cache, and set() of a new key.
 import { execFileSync } from 'node:child_process';
 import { parseArgs } from 'node:util';
-import { LocalOverLimitCache } from '../../ratelimit/limiter/local-cache.js';
+import { LocalOverLimitCache } from '../../ratelimit/limiter/index.js';
 
 const { values: args } = parseArgs({
   options: {

@@ -8,7 +8,7 @@
 // Prints one JSON line per run and a markdown table of the medians.
 import { startRedis } from '../../harness/redis/index.js';
 import { startTestApp, descriptor, type TestApp } from '../../ratelimit/test-support.js';
-import type { CircuitBreakerStore } from '../../ratelimit/redis/index.js';
+import type { CircuitBreakerStore } from '../../ratelimit/counting/index.js';
 
 const RATE = 1000; // decisions per second during the outage
 const REDIS_TIMEOUT = '200ms';

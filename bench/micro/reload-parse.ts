@@ -5,7 +5,7 @@
 // reload phase only sees the whole reload (worker start, parse, compile slices) as one time.
 // Run: taskset -c 1 node --import tsx bench/micro/reload-parse.ts [rounds]
 import { buildConfigInSlices, checkDocument, type CheckedDocument } from '../../ratelimit/config/index.js';
-import { parseYamlSource, parseYamlSourceFully } from '../../ratelimit/config/yaml-source.js';
+import { parseYamlSource, parseYamlSourceFully } from '../../ratelimit/config/index.js';
 import { cfg10kYaml } from '../../harness/fixtures.js';
 
 const rounds = Number(process.argv[2] ?? 5);

@@ -15,7 +15,7 @@ import { createSocket } from 'node:dgram';
 import type { AddressInfo } from 'node:net';
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../../ratelimit/config/index.js';
-import { FixedWindowLimiter } from '../../ratelimit/limiter/index.js';
+import { Limiter } from '../../ratelimit/limiter/index.js';
 import { createLogger } from '../../ratelimit/logging.js';
 import { MemoryCounterStore } from '../../ratelimit/memory/index.js';
 import type { WireRateLimitRequest } from '../../proto/index.js';
@@ -102,7 +102,7 @@ function build(opts: {
     exporter: { export: (_spans, done) => done({ code: 0 }), shutdown: async () => {} },
   });
   const store = new MemoryCounterStore();
-  const limiter = new FixedWindowLimiter({
+  const limiter = new Limiter({
     store: tracing ? tracing.wrapStore(store, 'Memory Store Execution') : store,
     stats,
     nearLimitRatio: 0.8,

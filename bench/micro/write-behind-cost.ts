@@ -1,6 +1,6 @@
 // Write-behind counting (CACHE_WRITE_BEHIND_*) measured below the gRPC layer: the real limiter over
 // WriteBehindCounterStore -> CoalescingCounterStore -> CircuitBreakerStore -> RedisCounterStore against a
-// real redis-server, as the service wires them.
+// real redis-server, stacked by the service's own builder (ratelimit/counter-stack.ts).
 //   1. Redis commands per decision on 10k uniform keys (random, 64 decisions in flight), without the mode
 //      and with several intervals. Pending hits are flushed before each INFO reading, so every hit the
 //      window decided is paid for inside it.
@@ -10,13 +10,8 @@
 //
 //   npx tsx bench/micro/write-behind-cost.ts [seconds per setting, default 15]
 import { loadConfig } from '../../ratelimit/config/index.js';
-import {
-  CoalescingCounterStore,
-  FixedWindowLimiter,
-  WriteBehindCounterStore,
-  type CounterStore,
-} from '../../ratelimit/limiter/index.js';
-import { CircuitBreakerStore, RedisCounterStore } from '../../ratelimit/redis/index.js';
+import { Limiter } from '../../ratelimit/limiter/index.js';
+import { buildCounterStack } from '../../ratelimit/counter-stack.js';
 import { loadSettings } from '../../ratelimit/settings/index.js';
 import { StatsStore } from '../../ratelimit/stats/index.js';
 import { redisInfo, respCommand, startRedis, type RedisServer } from '../../harness/redis/index.js';
@@ -53,23 +48,25 @@ async function commands(port: number): Promise<number> {
 }
 
 function chain(redis: RedisServer, intervalMs: number | undefined) {
-  const s = loadSettings({ REDIS_SOCKET_TYPE: 'tcp', REDIS_URL: redis.url });
-  const base = new CircuitBreakerStore(
-    new RedisCounterStore({ settings: s.redis, tlsFiles: s.redisTlsFiles }),
-    s.redisCircuitBreaker,
-  );
-  const coalescing = new CoalescingCounterStore(base);
-  const wb =
-    intervalMs === undefined
-      ? undefined
-      : new WriteBehindCounterStore(coalescing, { intervalMs, maxKeys: 100_000, maxBytes: 1 << 24 });
-  const store: CounterStore = wb ?? coalescing;
-  return { base, wb, store, limiter: new FixedWindowLimiter({ store, stats: new StatsStore() }) };
+  const loaded = loadSettings({ REDIS_SOCKET_TYPE: 'tcp', REDIS_URL: redis.url });
+  const s = {
+    ...loaded,
+    coalesceIncrements: true,
+    writeBehind: {
+      enabled: intervalMs !== undefined,
+      intervalMs: intervalMs ?? 1000,
+      maxKeys: 100_000,
+      maxBytes: 1 << 24,
+    },
+  };
+  const stats = new StatsStore();
+  const { base, writeBehind: wb, store } = buildCounterStack(s, { stats });
+  return { base, wb, store, limiter: new Limiter({ store, stats }) };
 }
 
 async function uniform(redis: RedisServer, intervalMs: number | undefined, seconds: number): Promise<string> {
   const c = chain(redis, intervalMs);
-  await c.base.start();
+  await c.base.start?.();
   const matches = Array.from({ length: 10_000 }, (_, i) =>
     config.getLimit('wb', { entries: [{ key: 'user', value: `u${i}` }] }),
   );
@@ -105,7 +102,7 @@ async function uniform(redis: RedisServer, intervalMs: number | undefined, secon
 async function overAdmission(redis: RedisServer, intervalMs: number): Promise<string> {
   await respCommand({ port: redis.port }, 'FLUSHALL');
   const pods = [chain(redis, intervalMs), chain(redis, intervalMs)];
-  for (const p of pods) await p.base.start();
+  for (const p of pods) await p.base.start?.();
   const match = config.getLimit('wb', { entries: [{ key: 'limited', value: 'x' }] });
   // Stay inside one minute window.
   const left = 60_000 - (Date.now() % 60_000);

@@ -7,6 +7,7 @@ import { latencyPhase } from './latency.js';
 import { nodesPhase } from './node-versions.js';
 import { p99Phase } from './p99.js';
 import type { Phase } from './phase.js';
+export { AUX_CPUS, SERVICE_CPUS, type PhaseContext } from './phase.js';
 import { reloadPhase } from './reload.js';
 import { rssPhase } from './rss.js';
 import { throughputPhase } from './throughput.js';

@@ -7,7 +7,7 @@
 //   node --import tsx bench/phases/xds-fanout-process.ts server <clients> <changes>
 //   node --import tsx bench/phases/xds-fanout-process.ts clients <port> <clients>
 import { importBuilt } from '../../harness/dist.js';
-import type { XdsConfigClient } from '../../ratelimit/xds/index.js';
+import type { XdsConfigClient } from '../../ratelimit/sources/index.js';
 import type { XdsResult } from '../report/results.js';
 
 // The measured code is the build's (dist/), typed by its sources.
@@ -17,7 +17,7 @@ const { RATELIMIT_CONFIG_TYPE_URL } = await importBuilt<typeof import('../../pro
 const { compileConfig } =
   await importBuilt<typeof import('../../ratelimit/config/index.js')>('ratelimit/config/index');
 const { XdsConfigClient: BuiltXdsConfigClient } =
-  await importBuilt<typeof import('../../ratelimit/xds/index.js')>('ratelimit/xds/index');
+  await importBuilt<typeof import('../../ratelimit/sources/index.js')>('ratelimit/sources/index');
 
 function doc(version: number, descriptors: number): unknown {
   const d: unknown[] = [];

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Cluster, type ClusterOptions } from 'ioredis';
 import { LOOPBACK, freePort, makeTempDir, removeTempDir, waitUntil } from '../net.js';
-import { clusterSlot } from '../../ratelimit/redis/cluster-slot.js';
+import { clusterSlot } from '../../ratelimit/redis/index.js';
 import { baseConfig, ClientSet, DEFAULT_START_DEADLINE_MS, RedisNode, withPortRetry } from './node.js';
 import { parseInfo, respCommand, respCommands, type RespTarget } from './resp.js';
 

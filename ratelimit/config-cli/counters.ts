@@ -15,7 +15,8 @@ import {
   type BucketState,
   type NumberSlots,
 } from '../limiter/index.js';
-import { RedisCounterStore } from '../redis/index.js';
+import { createRedisBackend } from '../counter-stack.js';
+import type { RedisCounterStore } from '../redis/index.js';
 import type { Settings } from '../settings/index.js';
 import { scriptedCounterOf, type DescriptorExplanation, type ScriptedCounter } from './explain.js';
 
@@ -120,13 +121,7 @@ export class CounterClient {
     if (settings.backendType !== 'redis') {
       throw new Error(`counters reads Redis; BACKEND_TYPE is ${settings.backendType}`);
     }
-    this.store = new RedisCounterStore({
-      settings: settings.redis,
-      tlsFiles: settings.redisTlsFiles,
-      ...(settings.redisPerSecond
-        ? { perSecond: { settings: settings.redisPerSecondSettings, tlsFiles: settings.redisTlsFiles } }
-        : {}),
-    });
+    this.store = createRedisBackend(settings);
   }
 
   start(deadlineMs: number): Promise<void> {

@@ -1,6 +1,8 @@
 // The algorithm fields of the config model: rate_limit.algorithm / burst and the rate_limits list.
 import t from 'tap';
-import { ConfigError, loadConfig, validateDocument } from './index.js';
+import { checkDocument, ConfigError, loadConfig } from './index.js';
+
+const validateDocument = (name: string, doc: unknown) => checkDocument(name, doc).errors;
 
 function loadError(yaml: string): ConfigError {
   try {

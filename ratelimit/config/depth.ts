@@ -1,7 +1,7 @@
 // The one depth limit of the descriptor tree, for every door (YAML file, xDS resource, custom resource,
 // the CRD's schema): deeper trees are refused with one message before anything walks them recursively
 // (a depth-1000 tree used to overflow the control plane's stack). YAML text nested too deep to compose is
-// refused earlier, by the YAML bounds of yaml-source.ts (CONFIG_YAML_MAX_DEPTH).
+// refused earlier, by the YAML bounds of yaml/limits.ts (CONFIG_YAML_MAX_DEPTH).
 
 /** The deepest descriptor tree accepted: `descriptors` of the document is level 1. */
 export const MAX_DESCRIPTOR_DEPTH = 8;

@@ -3,8 +3,7 @@ export * from './types.js';
 export { configSchema, crossFieldRules, type CrossFieldRule } from './schema.js';
 export { ConfigError } from './errors.js';
 export { loadConfig, compileConfig } from './load.js';
-export { parseYamlSource } from './yaml-source.js';
-export { validateDocument } from './validate.js';
+export { parseYamlSource, parseYamlSourceFully, checkYamlDocument, checkYamlText } from './yaml/read.js';
 export { UNITS, UNIT_NUMBER, UNIT_SECONDS, parseUnit, unitFromNumber } from './units.js';
 export { buildConfigInSlices, type CheckedDocument } from './matcher.js';
 export { checkDocument } from './validate.js';
@@ -16,4 +15,4 @@ export {
   type RejectedClaim,
 } from './domain-claims.js';
 export { MAX_DESCRIPTOR_DEPTH, DESCRIPTOR_DEPTH_MESSAGE, descriptorTooDeep } from './depth.js';
-export { checkYamlDocument, checkYamlText, DEFAULT_YAML_LIMITS, type YamlLimits } from './yaml-source.js';
+export { DEFAULT_YAML_LIMITS, type YamlLimits } from './yaml/limits.js';

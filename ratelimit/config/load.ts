@@ -2,7 +2,7 @@ import { ConfigError } from './errors.js';
 import { buildConfig } from './matcher.js';
 import type { ConfigSource, LoadOptions, ParsedConfigSource, RateLimitConfig } from './types.js';
 import { checkDocument, type ConfigDoc } from './validate.js';
-import { parseYamlSource } from './yaml-source.js';
+import { parseYamlSource } from './yaml/read.js';
 
 /**
  * Validates and compiles already-parsed documents (xDS resources, custom resources). Throws the first

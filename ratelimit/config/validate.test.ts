@@ -1,5 +1,7 @@
 import t from 'tap';
-import { compileConfig, ConfigError, loadConfig, validateDocument } from './index.js';
+import { checkDocument, compileConfig, ConfigError, loadConfig } from './index.js';
+
+const validateDocument = (name: string, doc: unknown) => checkDocument(name, doc).errors;
 
 /** Loads one YAML document and returns the ConfigError it throws. */
 function loadError(yaml: string, name = 'config/a.yaml'): ConfigError {

@@ -350,6 +350,3 @@ export function checkDocument(
 }
 
 /** Every error of one document (empty when valid). */
-export function validateDocument(name: string, document: unknown): ConfigError[] {
-  return checkDocument(name, document).errors;
-}

@@ -8,7 +8,7 @@ import t from 'tap';
 import { loadConfig } from '../config/index.js';
 import { MemoryCounterStore } from '../memory/index.js';
 import { StatsStore } from '../stats/index.js';
-import { FixedWindowLimiter } from './fixed-window.js';
+import { Limiter } from './limiter.js';
 
 const L = 100;
 const P = 60_000;
@@ -83,7 +83,7 @@ function worstWindow(admitted: number[], span = P): number {
 async function admittedTimes(key: string, times: number[]): Promise<number[]> {
   let now = 0;
   const store = new MemoryCounterStore(() => now);
-  const limiter = new FixedWindowLimiter({
+  const limiter = new Limiter({
     store,
     stats: new StatsStore(),
     nowMs: () => now,

@@ -25,26 +25,9 @@
 // splits one factor in 16-bit halves. So the sliding window's estimate and the bucket's TAT are compared without rounding,
 // and both algorithms admit exactly what their definitions say for every rate the config accepts.
 import type { DescriptorEntry, LimitSpec, RateLimitRule } from '../config/index.js';
+import type { LimitCheck, LimitVerdict } from '../counting/index.js';
 
 export const ALGORITHM_CODE = { fixed_window: 0, sliding_window: 1, token_bucket: 2 } as const;
-
-/** The limits of one descriptor for one request, as sent to the store (and to the script). */
-export interface LimitCheck {
-  /** Per limit in order: fixed_window 1 key, sliding_window 2 (current, previous), token_bucket 1. */
-  readonly keys: string[];
-  /** [nowMs, hits, then per limit: algorithm code, requests per unit, period ms, burst]. */
-  readonly args: number[];
-  /** Every limit is SECOND: routed to the per-second deployment when one is configured. */
-  readonly perSecond: boolean;
-}
-
-/**
- * The store's answer for one LimitCheck, flat as the script returns it:
- * [rejectedBy, then per limit: remaining, ms until fully replenished]. rejectedBy is 0 when the hit
- * was admitted (and counted), else 1 + the index of the first limit that rejected it (nothing
- * counted). Remaining values are after counting when admitted, before otherwise.
- */
-export type LimitVerdict = number[];
 
 /** prefix + "{" + domain + "_" + k1_v1_k2_v2_ + "}" */
 export function taggedKeyBase(prefix: string, domain: string, entries: readonly DescriptorEntry[]): string {

@@ -7,7 +7,8 @@
 //   local  counted in this process, against the limit divided by the pods serving the domain
 import type { FailureMode } from '../config/index.js';
 import type { StatsStore, Counter } from '../stats/index.js';
-import { keyBytes } from './key-bytes.js';
+import { DEFAULT_LOCAL_MAX_BYTES } from '../settings/index.js';
+import { keyBytes } from '../counting/index.js';
 
 export interface FailureModeSettings {
   /** CACHE_FAILURE_MODE: for descriptors without their own `failure_mode`. */
@@ -17,9 +18,6 @@ export interface FailureModeSettings {
   /** CACHE_FAILURE_MODE_LOCAL_MAX_BYTES: budget of `local` mode's counters (default DEFAULT_LOCAL_MAX_BYTES). */
   localMaxBytes?: number;
 }
-
-/** Default budget of `local` mode's counters: 64 MiB. */
-export const DEFAULT_LOCAL_MAX_BYTES = 64 * 1024 * 1024;
 
 export const DEFAULT_FAILURE_MODE: FailureModeSettings = Object.freeze({ mode: 'error', localPods: 1 });
 

@@ -5,7 +5,8 @@
 import type { LimitMatch, LimitSpec } from '../config/index.js';
 import type { WireDescriptorStatus, WireRateLimit } from '../../proto/index.js';
 import type { StatsStore } from '../stats/index.js';
-import { limitCapacity, type LimitVerdict } from './algorithms.js';
+import type { LimitVerdict } from '../counting/index.js';
+import { limitCapacity } from './algorithms.js';
 
 export class VerdictStatuses {
   private readonly wireLimits = new WeakMap<LimitSpec, WireRateLimit>();

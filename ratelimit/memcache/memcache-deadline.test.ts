@@ -3,7 +3,7 @@
 // instead of holding it (and the decision waiting on it) forever.
 import t from 'tap';
 import { createServer, type Socket } from 'node:net';
-import { CacheError, type CounterOp } from '../limiter/index.js';
+import { CacheError, type CounterOp } from '../counting/index.js';
 import { loadSettings } from '../settings/index.js';
 import { MemcacheCounterStore } from './index.js';
 

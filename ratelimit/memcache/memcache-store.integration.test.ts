@@ -6,7 +6,7 @@ import { userInfo } from 'node:os';
 import { memcachedRequest, startMemcachedPool } from '../../harness/memcached.js';
 import { ServerProcess, freePort, makeTempDir, removeTempDir, waitUntil } from '../../harness/net.js';
 import { makeCerts } from '../../harness/tls.js';
-import type { CounterOp } from '../limiter/index.js';
+import type { CounterOp } from '../counting/index.js';
 import { loadSettings } from '../settings/index.js';
 import { descriptor, startTestApp, roomInWindow } from '../test-support.js';
 import { crc32, illegalKeyReason, MemcacheCounterStore, pickServer, serversFromSrv } from './index.js';

@@ -7,11 +7,9 @@
 // decision uses the count it returns: exact under concurrency, for one extra round trip on a new key.
 // Pods of both implementations given the same node list still share the same counters.
 import type { ConnectionOptions } from 'node:tls';
-import { status as GrpcStatus } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { clientTlsOptions } from '../../common/index.js';
-import { CacheError, type CounterOp, type CounterStore } from '../limiter/index.js';
-import { ServiceError } from '../service/errors.js';
+import { CacheError, KeyRejectedError, type CounterOp, type CounterStore } from '../counting/index.js';
 import type { Settings } from '../settings/index.js';
 import {
   MAX_RELATIVE_EXPTIME,
@@ -158,11 +156,9 @@ export class MemcacheCounterStore implements CounterStore {
     for (let i = 0; i < ops.length; i++) {
       const reason = illegalKeyReason(ops[i].key);
       if (reason !== undefined) {
-        throw new ServiceError(
+        throw new KeyRejectedError(
           `memcache: cache key '${ops[i].key.slice(0, 80)}${ops[i].key.length > 80 ? '...' : ''}' ${reason}; ` +
             'descriptors for the memcache backend must be printable, without whitespace, and keys at most 250 bytes',
-          GrpcStatus.INVALID_ARGUMENT,
-          400,
         );
       }
     }

@@ -3,7 +3,7 @@
 import t from 'tap';
 import v8 from 'node:v8';
 import vm from 'node:vm';
-import type { CounterOp } from '../limiter/index.js';
+import type { CounterOp } from '../counting/index.js';
 import { loadSettings } from '../settings/index.js';
 import { MemoryCounterStore } from './memory-store.js';
 

@@ -7,15 +7,14 @@
 // are evicted until it does: an evicted key starts again from 0, so under that pressure the store may
 // admit more than a limit, never less.
 import { DEFAULT_MEMORY_MAX_BYTES } from '../settings/index.js';
+import { evaluateLimitCheck, type NumberSlots } from '../limiter/index.js';
 import {
-  evaluateLimitCheck,
   keyBytes,
   type CounterOp,
   type CounterStore,
   type LimitCheck,
   type LimitVerdict,
-  type NumberSlots,
-} from '../limiter/index.js';
+} from '../counting/index.js';
 
 /** A counter, or a token bucket's TAT (count + frac / den ms; frac and den stay 0 for counters). */
 interface Slot {

@@ -8,7 +8,7 @@ import { status as GrpcStatus } from '@grpc/grpc-js';
 import { startRedis, respCommand, type RedisServer } from '../../harness/redis/index.js';
 import { fromStruct } from '../service/index.js';
 import { startTestApp, descriptor, eventually, roomInWindow, type TestApp } from '../test-support.js';
-import type { CircuitBreakerStore } from './circuit-breaker.js';
+import type { CircuitBreakerStore } from '../counting/index.js';
 
 const LIMIT = 20;
 const CONFIG = `

@@ -118,7 +118,7 @@ export function connectionOptions(
     autoResendUnfulfilledCommands: false,
     // REDIS_TIMEOUT bounds each request in RedisDeployment (deadlines.ts), not each command: ioredis'
     // commandTimeout arms a timer per command.
-    connectTimeout: s.timeoutMs > 0 ? s.timeoutMs : 10_000,
+    connectTimeout: s.connectTimeoutMs,
     retryStrategy: reconnectDelayMs,
     reconnectOnError:
       s.type === 'single' ? reportReadOnly(onReadOnly ?? (() => undefined)) : reconnectOnReadOnly,
@@ -174,7 +174,7 @@ export function createRedisClient(
         retryDelayOnClusterDown: 100,
         retryDelayOnTryAgain: 100,
         maxRedirections: 16,
-        slotsRefreshTimeout: Math.min(s.timeoutMs > 0 ? s.timeoutMs : 10_000, 2000),
+        slotsRefreshTimeout: Math.min(s.connectTimeoutMs, 2000),
       };
       return new Cluster(target.nodes, clusterOpts);
     }

@@ -1,7 +1,7 @@
 // REDIS_TIMEOUT per request instead of per command: ioredis' `commandTimeout` arms and clears a timer for
 // every command, 16 for a request with 8 descriptors, which measured as ~20% of the service's CPU on that
 // workload. Here each request's promise is bounded by one sweep timer shared by every request in flight.
-import { CacheError } from '../limiter/index.js';
+import { CacheError } from '../counting/index.js';
 
 interface Entry {
   deadline: number;

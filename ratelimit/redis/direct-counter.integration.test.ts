@@ -5,7 +5,7 @@
 import t, { type Test } from 'tap';
 import type { Redis } from 'ioredis';
 import { startRedis, type RedisServer } from '../../harness/redis/index.js';
-import { CacheError, CounterRefusedError, type CounterOp, type LimitCheck } from '../limiter/index.js';
+import { CacheError, CounterRefusedError, type CounterOp, type LimitCheck } from '../counting/index.js';
 import { loadSettings } from '../settings/index.js';
 import { eventually } from '../test-support.js';
 import { RedisDeployment } from './index.js';

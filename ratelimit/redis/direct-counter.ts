@@ -23,7 +23,7 @@ import {
   type CounterOp,
   type LimitCheck,
   type LimitVerdict,
-} from '../limiter/index.js';
+} from '../counting/index.js';
 import type { RedisSettings, TlsFiles } from '../settings/index.js';
 import { parseAuth, parseRedisTarget, tlsOptions } from './client-options.js';
 import { LIMIT_SCRIPT } from './limit-script.js';
@@ -260,7 +260,7 @@ export class DirectCounter {
     // A request older than twice REDIS_TIMEOUT (its caller gave up long ago) means a hung server: drop
     // the connection, so waiting requests cannot pile up behind it.
     this.staleMs = settings.timeoutMs > 0 ? settings.timeoutMs * 2 : 30_000;
-    this.connectTimeoutMs = settings.timeoutMs > 0 ? settings.timeoutMs : 10_000;
+    this.connectTimeoutMs = settings.connectTimeoutMs;
   }
 
   /** True when a request can be sent here now; false: send it through ioredis. */

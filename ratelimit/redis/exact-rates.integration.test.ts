@@ -8,7 +8,8 @@ import t, { type Test } from 'tap';
 import fc from 'fast-check';
 import { startRedis } from '../../harness/redis/index.js';
 import { loadConfig, type RateLimitConfig } from '../config/index.js';
-import { FixedWindowLimiter, type CounterStore } from '../limiter/index.js';
+import { Limiter } from '../limiter/index.js';
+import { type CounterStore } from '../counting/index.js';
 import { MemoryCounterStore } from '../memory/index.js';
 import { loadSettings } from '../settings/index.js';
 import { StatsStore } from '../stats/index.js';
@@ -101,7 +102,7 @@ let unique = 0;
 
 /** A limiter over `store` with the test's clock, and a match for a fresh descriptor of `config`. */
 function decider(store: CounterStore, config: RateLimitConfig) {
-  const limiter = new FixedWindowLimiter({ store, stats: new StatsStore(), nowMs: () => clock });
+  const limiter = new Limiter({ store, stats: new StatsStore(), nowMs: () => clock });
   const match = config.getLimit('x', { entries: [{ key: 'k', value: `v${++unique}` }] })!;
   return {
     /** `n` decisions of `hits` at the current clock, sent together (one event-loop turn). */
@@ -324,7 +325,7 @@ t.test(
 t.test('a bucket TAT in whole µs, as an earlier version wrote it, is still read', async (t) => {
   clock = START;
   const config = configOf('{ unit: minute, requests_per_unit: 6, algorithm: token_bucket, burst: 4 }');
-  const limiter = new FixedWindowLimiter({ store: redisStore, stats: new StatsStore(), nowMs: () => clock });
+  const limiter = new Limiter({ store: redisStore, stats: new StatsStore(), nowMs: () => clock });
   const match = config.getLimit('x', { entries: [{ key: 'k', value: 'legacy' }] })!;
   // Four emission intervals (10 s each) ahead: the bucket is empty.
   await redis.client().set('{x_k_legacy_}tb:60', String((START + 40_000) * 1000), 'PX', 60_000);

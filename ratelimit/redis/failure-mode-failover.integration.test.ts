@@ -5,7 +5,7 @@
 import t, { type Test } from 'tap';
 import { startRedisCluster, startRedisSentinel, slotOf } from '../../harness/redis/index.js';
 import { startTestApp, descriptor, eventually, type TestApp } from '../test-support.js';
-import type { CircuitBreakerStore } from './circuit-breaker.js';
+import type { CircuitBreakerStore } from '../counting/index.js';
 
 const LIMIT = 1_000_000;
 const CONFIG = `

@@ -13,9 +13,9 @@ import {
   MAX_OP_HITS,
   type CounterOp,
   type LimitCheck,
-} from '../limiter/index.js';
+  CircuitBreakerStore,
+} from '../counting/index.js';
 import { loadSettings } from '../settings/index.js';
-import { CircuitBreakerStore } from './circuit-breaker.js';
 import { RedisCounterStore } from './redis-store.js';
 
 const noTls = { caCert: '', clientCert: '', clientKey: '', skipHostnameVerification: false };

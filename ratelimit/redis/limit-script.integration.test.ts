@@ -13,7 +13,8 @@ import {
   slotOf,
 } from '../../harness/redis/index.js';
 import { loadConfig } from '../config/index.js';
-import { CoalescingCounterStore, FixedWindowLimiter, type CounterStore } from '../limiter/index.js';
+import { Limiter } from '../limiter/index.js';
+import { CoalescingCounterStore, type CounterStore } from '../counting/index.js';
 import { MemoryCounterStore } from '../memory/index.js';
 import { loadSettings } from '../settings/index.js';
 import { StatsStore } from '../stats/index.js';
@@ -134,7 +135,7 @@ interface Outcome {
 
 async function drive(store: CounterStore, key: string, value: string, seed: number): Promise<Outcome> {
   let now = 0;
-  const limiter = new FixedWindowLimiter({
+  const limiter = new Limiter({
     store,
     stats: new StatsStore(),
     nowMs: () => now,
@@ -253,7 +254,7 @@ t.test('several limits: a hit rejected by one limit is counted in none; keys sha
   t.teardown(() => store.close());
   // One second into a minute: the whole exchange stays in one fixed window.
   let now = START_MS + 2500;
-  const limiter = new FixedWindowLimiter({ store, stats: new StatsStore(), nowMs: () => now });
+  const limiter = new Limiter({ store, stats: new StatsStore(), nowMs: () => now });
   const match = config.getLimit('d', { entries: [{ key: 'multi', value: 'v' }] })!;
   const decide = async (hits = 1) => (await limiter.doLimit('d', [match], [hits]))[0]!;
 
@@ -310,7 +311,7 @@ t.test('a single fixed window keeps the reference commands (INCRBY/EXPIRE, no sc
   await store.start(10_000);
   t.teardown(() => store.close());
   const now = START_MS;
-  const limiter = new FixedWindowLimiter({
+  const limiter = new Limiter({
     store,
     stats: new StatsStore(),
     nowSeconds: () => Math.floor(now / 1000),
@@ -328,7 +329,7 @@ t.test('script calls of one event-loop turn reach Redis in one write, each decid
   const store = new RedisCounterStore({ settings: redisSettings({ REDIS_URL: redis.url }), tlsFiles: noTls });
   await store.start(10_000);
   t.teardown(() => store.close());
-  // As the service stacks it: the coalescing layer batches the turn's checks (check-batch.ts).
+  // As the service stacks it: the coalescing layer batches the turn's checks (check-batcher.ts).
   const storeCalls: number[] = [];
   const evaluate = store.evaluate.bind(store);
   store.evaluate = (checks) => {
@@ -341,7 +342,7 @@ t.test('script calls of one event-loop turn reach Redis in one write, each decid
     return evaluateEach(checks);
   };
   let now = START_MS;
-  const limiter = new FixedWindowLimiter({
+  const limiter = new Limiter({
     store: new CoalescingCounterStore(store),
     stats: new StatsStore(),
     nowMs: () => now,
@@ -415,7 +416,7 @@ descriptors:
 `,
     },
   ]);
-  const limiter = new FixedWindowLimiter({ store, stats: new StatsStore() });
+  const limiter = new Limiter({ store, stats: new StatsStore() });
   const s = c.getLimit('ps', { entries: [{ key: 's', value: 'v' }] });
   const m = c.getLimit('ps', { entries: [{ key: 'm', value: 'v' }] });
   const statuses = await limiter.doLimit('ps', [s, m], [1, 1]);
@@ -456,7 +457,7 @@ descriptors:
 `,
       },
     ]);
-    const limiter = new FixedWindowLimiter({ store, stats: new StatsStore() });
+    const limiter = new Limiter({ store, stats: new StatsStore() });
     const b = c.getLimit('x', { entries: [{ key: 'b', value: 'v' }] });
     const s = c.getLimit('x', { entries: [{ key: 's', value: 'v' }] });
     const r = await limiter.doLimit('x', [b, s], [317, 4294967295]);

@@ -9,7 +9,7 @@
 // already (exact arithmetic, see algorithms.ts). The TAT is written as "W:R:r" with %.0f (integer-valued
 // doubles below 2^53, printed exactly); a TAT in whole µs left by an earlier version is read rounded up
 // to the next ms, so an upgrade never makes a bucket more lenient.
-import type { LimitCheck, LimitVerdict } from '../limiter/index.js';
+import type { LimitCheck, LimitVerdict } from '../counting/index.js';
 import type { Redis } from 'ioredis';
 import type { RedisClient } from './client-options.js';
 

@@ -9,7 +9,7 @@ import {
   type CounterOp,
   type LimitCheck,
   type LimitVerdict,
-} from '../limiter/index.js';
+} from '../counting/index.js';
 import type { RedisSettings, TlsFiles } from '../settings/index.js';
 import { createRedisClient, describeTarget, reconnectDelayMs, type RedisClient } from './client-options.js';
 import { RequestDeadlines } from './deadlines.js';
@@ -152,7 +152,7 @@ export class RedisDeployment {
    */
   async connect(deadlineMs: number): Promise<void> {
     const until = Date.now() + deadlineMs;
-    const perTry = Math.min(this.settings.timeoutMs > 0 ? this.settings.timeoutMs : 10_000, 5000);
+    const perTry = Math.min(this.settings.connectTimeoutMs, 5000);
     this.logger?.warn(`connecting to redis at ${this.describe()}`);
     for (let attempt = 1; ; attempt++) {
       try {

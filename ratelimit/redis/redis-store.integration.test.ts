@@ -5,7 +5,7 @@ import { Writable } from 'node:stream';
 import pino from 'pino';
 import { makeCerts } from '../../harness/tls.js';
 import { startRedis } from '../../harness/redis/index.js';
-import { CounterRefusedError, MAX_OP_HITS, SATURATED_COUNT, type CounterOp } from '../limiter/index.js';
+import { CounterRefusedError, MAX_OP_HITS, SATURATED_COUNT, type CounterOp } from '../counting/index.js';
 import { loadSettings, SettingsError } from '../settings/index.js';
 import { descriptor, eventually, startTestApp } from '../test-support.js';
 import { parseRedisTarget, RedisCounterStore, RedisDeployment } from './index.js';

@@ -3,9 +3,8 @@
 // With REDIS_PERSECOND, SECOND-unit counters go to a second deployment, everything else to the first.
 import type { Logger } from 'pino';
 import type { Cluster, Redis } from 'ioredis';
-import type { CounterOp, LimitCheck, LimitVerdict } from '../limiter/index.js';
+import type { CounterOp, LimitCheck, LimitVerdict, ShardedStore } from '../counting/index.js';
 import type { RedisSettings, TlsFiles } from '../settings/index.js';
-import type { ShardedStore } from './circuit-breaker.js';
 import { clusterSlot } from './cluster-slot.js';
 import { RedisDeployment } from './redis-deployment.js';
 

@@ -3,7 +3,7 @@
 // against the shard's circuit breaker; a reply that says the server cannot serve anyone right now
 // (READONLY after a demotion, LOADING, MASTERDOWN, CLUSTERDOWN, OOM...) is a shard failure, as a
 // timeout or a lost connection is. Shared by the ioredis paths and the direct counting connection.
-import { CacheError, CounterRefusedError, SATURATED_COUNT } from '../limiter/index.js';
+import { CacheError, CounterRefusedError, SATURATED_COUNT } from '../counting/index.js';
 
 /** Redis's answer to an INCRBY whose result would leave the signed 64-bit range. */
 export function isOverflowReply(message: string): boolean {
@@ -39,9 +39,4 @@ export function replyError(text: string, message: string, cause?: unknown): Cach
 /** The text of an error reply: ioredis' ReplyError carries it as its message. */
 export function isReplyError(err: unknown): err is Error {
   return err instanceof Error && err.name === 'ReplyError';
-}
-
-/** Whether a failed op counts against its shard's circuit: everything but a refusal of the op's own data. */
-export function isShardFailure(err: unknown): boolean {
-  return !(err instanceof CounterRefusedError);
 }

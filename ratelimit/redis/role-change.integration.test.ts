@@ -9,10 +9,9 @@ import { pino } from 'pino';
 import type { Redis } from 'ioredis';
 import { startRedis, type RedisServer } from '../../harness/redis/index.js';
 import { freePort } from '../../harness/net.js';
-import type { CounterOp, LimitCheck } from '../limiter/index.js';
+import type { CounterOp, LimitCheck, CircuitBreakerStore } from '../counting/index.js';
 import { loadSettings } from '../settings/index.js';
 import { descriptor, eventually, roomInWindow, startTestApp } from '../test-support.js';
-import type { CircuitBreakerStore } from './circuit-breaker.js';
 import { RedisDeployment } from './index.js';
 
 const noTls = { caCert: '', clientCert: '', clientKey: '', skipHostnameVerification: false };

@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import {
   DEFAULT_REQUEST_BOUNDS,
   decodeRateLimitRequest,
+  InvalidFieldError,
   encodeRateLimitResponse,
   rateLimitServiceDefinition,
   ProtoReader,
@@ -11,8 +12,7 @@ import {
   SHOULD_RATE_LIMIT_PATH,
 } from '../../proto/index.js';
 import type { RequestBounds, WireRateLimitRequest, WireRateLimitResponse } from '../../proto/index.js';
-import { CacheError } from '../limiter/index.js';
-import { type RateLimitService, ServiceError } from '../service/index.js';
+import { type RateLimitService, ServiceError, type ServiceErrorKind } from '../service/index.js';
 import type { Counter, StatsStore, Timer } from '../stats/index.js';
 import type { MetadataCarrier, RateLimitTracing } from '../tracing/index.js';
 import type { HealthChecker } from './health.js';
@@ -94,7 +94,7 @@ export class RateLimitGrpcServer {
     ) => Buffer;
     const bounds = opts.requestBounds ?? DEFAULT_REQUEST_BOUNDS;
     this.server.addUnary<WireRateLimitRequest, WireRateLimitResponse>(SHOULD_RATE_LIMIT_PATH, {
-      decode: (buf) => decodeRateLimitRequest(buf, bounds),
+      decode: (buf) => decodeRequest(buf, bounds),
       encode: (r) => encodeRateLimitResponse(r) ?? serialize(r),
       handle: (req, call) => this.shouldRateLimit(req, call),
     });
@@ -175,7 +175,7 @@ export class RateLimitGrpcServer {
       const tracing = this.opts.tracing;
       return await (tracing
         ? tracing.traceShouldRateLimit(new HeaderMetadata(call.headers), req, () =>
-            this.opts.service.shouldRateLimit(req),
+            this.opts.service.shouldRateLimit(req).catch(asGrpcError),
           )
         : this.opts.service.shouldRateLimit(req));
     } catch (err) {
@@ -186,10 +186,30 @@ export class RateLimitGrpcServer {
   }
 }
 
+/** The gRPC status of each way a call can end (service/errors.ts): the one table on the gRPC side. */
+const GRPC_STATUS: Readonly<Record<ServiceErrorKind, number>> = {
+  invalid: Status.INVALID_ARGUMENT,
+  'no-config': Status.UNAVAILABLE,
+  unavailable: Status.UNAVAILABLE,
+};
+
+/** The request, or a caller's bad value in it (InvalidFieldError) as INVALID_ARGUMENT. */
+function decodeRequest(buf: Buffer, bounds: RequestBounds): WireRateLimitRequest {
+  try {
+    return decodeRateLimitRequest(buf, bounds);
+  } catch (err) {
+    throw err instanceof InvalidFieldError ? new GrpcStatusError(Status.INVALID_ARGUMENT, err.message) : err;
+  }
+}
+
+/** Inside a trace: the service's error as the gRPC status it ends in, so the span records the code. */
+function asGrpcError(err: unknown): never {
+  throw err instanceof ServiceError ? new GrpcStatusError(GRPC_STATUS[err.kind], err.message) : err;
+}
+
 function toGrpcError(err: unknown, logger: Logger): GrpcStatusError {
   if (err instanceof GrpcStatusError) return err;
-  if (err instanceof ServiceError) return new GrpcStatusError(err.grpcCode, err.message);
-  if (err instanceof CacheError) return new GrpcStatusError(Status.UNAVAILABLE, err.message);
+  if (err instanceof ServiceError) return new GrpcStatusError(GRPC_STATUS[err.kind], err.message);
   logger.error({ err }, 'unexpected error in ShouldRateLimit');
   return new GrpcStatusError(Status.INTERNAL, (err as Error)?.message ?? String(err));
 }

@@ -234,8 +234,9 @@ class IncomingCall implements CallContext {
     try {
       req = entry.m.decode(message);
     } catch (err) {
-      // A caller's bad value in a well-formed message says so (grpcCode); malformed bytes are INTERNAL.
-      const code = (err as { grpcCode?: number }).grpcCode ?? Status.INTERNAL;
+      // A caller's bad value in a well-formed message says so (the decoder throws a GrpcStatusError);
+      // malformed bytes are INTERNAL.
+      const code = err instanceof GrpcStatusError ? err.code : Status.INTERNAL;
       trailersOnly(this.stream, code, `error parsing request: ${(err as Error).message}`);
       return;
     }

@@ -3,10 +3,16 @@ import { isUtf8 } from 'node:buffer';
 import type { Logger } from 'pino';
 import type { RequestBounds } from '../../proto/index.js';
 import { FastifyListener } from './listener.js';
-import { CacheError } from '../limiter/index.js';
-import { type RateLimitService, ServiceError } from '../service/index.js';
+import { type RateLimitService, ServiceError, type ServiceErrorKind } from '../service/index.js';
 import type { HealthChecker } from './health.js';
 import { requestFromJson, responseToJson } from './json.js';
+
+/** The HTTP status of each way a call can end (service/errors.ts): the one table on the HTTP side. */
+const HTTP_STATUS: Readonly<Record<ServiceErrorKind, number>> = {
+  invalid: 400,
+  'no-config': 500,
+  unavailable: 500,
+};
 
 export interface HttpServerOptions {
   service: RateLimitService;
@@ -59,8 +65,7 @@ export class RateLimitHttpServer extends FastifyListener {
         response = await opts.service.shouldRateLimit(requestFromJson(req.body, opts.requestBounds));
       } catch (err) {
         if (err instanceof ServiceError)
-          return reply.code(err.httpStatus).type('text/plain').send(err.message);
-        if (err instanceof CacheError) return reply.code(500).type('text/plain').send(err.message);
+          return reply.code(HTTP_STATUS[err.kind]).type('text/plain').send(err.message);
         throw err;
       }
       return reply

@@ -1,14 +1,22 @@
-// Errors a ShouldRateLimit call can end in, with the gRPC and HTTP status each maps to.
-import { status as GrpcStatus } from '@grpc/grpc-js';
+// What a ShouldRateLimit call can end in, as kinds the service knows, not transport status codes: the
+// gRPC server (grpc-server.ts) and the HTTP server (http-server.ts) each map a kind to their own code in
+// one table.
 
-/** A request the service refuses (validation) or cannot serve (no config): counted as service_error. */
+/**
+ * - `invalid`: the caller's request is refused (a bad or unbounded value, a key the backend cannot take);
+ * - `no-config`: no rate limit configuration is loaded yet;
+ * - `unavailable`: the counter store failed (the failure modes did not answer for it).
+ */
+export type ServiceErrorKind = 'invalid' | 'no-config' | 'unavailable';
+
+/** A request the service refuses or cannot serve; `kind` says which (see ServiceErrorKind). */
 export class ServiceError extends Error {
   constructor(
     message: string,
-    readonly grpcCode: GrpcStatus = GrpcStatus.INVALID_ARGUMENT,
-    readonly httpStatus = 400,
+    readonly kind: ServiceErrorKind = 'invalid',
+    options?: ErrorOptions,
   ) {
-    super(message);
+    super(message, options);
     this.name = 'ServiceError';
   }
 }

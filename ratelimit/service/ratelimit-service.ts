@@ -1,6 +1,14 @@
 // The ShouldRateLimit decision: validate the request, match each descriptor, count, aggregate.
 // Semantics follow the reference's service/ratelimit.go; deliberate differences are in the README.
-import type { FailureMode, LimitMatch, RateLimitConfig, RequestDescriptor, Unit } from '../config/index.js';
+import {
+  UNITS,
+  unitFromNumber,
+  type FailureMode,
+  type LimitMatch,
+  type RateLimitConfig,
+  type RequestDescriptor,
+  type Unit,
+} from '../config/index.js';
 import type {
   WireDescriptor,
   WireDescriptorStatus,
@@ -8,33 +16,16 @@ import type {
   WireRateLimitRequest,
   WireRateLimitResponse,
 } from '../../proto/index.js';
-import { status as GrpcStatus } from '@grpc/grpc-js';
-import { CacheError, type FixedWindowLimiter } from '../limiter/index.js';
+import { type Limiter } from '../limiter/index.js';
+import { CacheError, KeyRejectedError } from '../counting/index.js';
 import type { StatsStore } from '../stats/index.js';
 import { NO_CONFIG_MESSAGE, ServiceError } from './errors.js';
-import { toStruct } from '../../proto/index.js';
+import { MAX_HITS_ADDEND, toStruct } from '../../proto/index.js';
 
 export const MAX_UINT32 = 4294967295;
-/**
- * Largest hits_addend counted: a double adds exactly up to 2^53-1, and a larger addend is over any
- * uint32 limit anyway. Above it (up to 2^64-1 on the wire) is the caller's error, never sent to Redis,
- * whose INCRBY refuses more than 2^63-1 and would report it as a cache failure.
- */
-export const MAX_HITS_ADDEND = Number.MAX_SAFE_INTEGER;
-
-const UNITS: readonly Unit[] = ['SECOND', 'MINUTE', 'HOUR', 'DAY', 'WEEK', 'MONTH', 'YEAR'];
-const UNIT_BY_NUMBER: Record<number, Unit> = {
-  1: 'SECOND',
-  2: 'MINUTE',
-  3: 'HOUR',
-  4: 'DAY',
-  5: 'MONTH',
-  6: 'YEAR',
-  7: 'WEEK',
-};
 
 export interface RateLimitServiceOptions {
-  limiter: FixedWindowLimiter;
+  limiter: Limiter;
   stats: StatsStore;
   globalShadowMode?: boolean;
   globalQuotaMode?: boolean;
@@ -65,13 +56,13 @@ export class RateLimitService {
     return this.config;
   }
 
-  /** Decides one request. Throws ServiceError (invalid request, no config) or CacheError (store failure). */
+  /** Decides one request. Throws ServiceError: `invalid` (the request), `no-config`, `unavailable` (the store). */
   async shouldRateLimit(request: WireRateLimitRequest): Promise<WireRateLimitResponse> {
     const stats = this.opts.stats.service;
     let parsed: ParsedRequest;
     try {
       parsed = parseRequest(request);
-      if (!this.config) throw new ServiceError(NO_CONFIG_MESSAGE, GrpcStatus.UNAVAILABLE, 500);
+      if (!this.config) throw new ServiceError(NO_CONFIG_MESSAGE, 'no-config');
     } catch (err) {
       stats.serviceError.inc();
       throw err;
@@ -79,8 +70,12 @@ export class RateLimitService {
     try {
       return await this.decide(this.config, parsed);
     } catch (err) {
-      if (err instanceof CacheError) stats.redisError.inc();
-      else stats.serviceError.inc();
+      if (err instanceof CacheError) {
+        stats.redisError.inc();
+        throw new ServiceError(err.message, 'unavailable', { cause: err });
+      }
+      stats.serviceError.inc();
+      if (err instanceof KeyRejectedError) throw new ServiceError(err.message, 'invalid', { cause: err });
       throw err;
     }
   }
@@ -211,9 +206,10 @@ function failureModesOf(decidedBy: readonly (FailureMode | undefined)[]): string
   return out;
 }
 
-function parseUnit(u: unknown, where: string): Unit {
+/** A request's limit unit: its wire number, or (from /json) its exact upper-case name. */
+function requestUnit(u: unknown, where: string): Unit {
   if (typeof u === 'number') {
-    const unit = UNIT_BY_NUMBER[u];
+    const unit = unitFromNumber(u);
     if (unit) return unit;
   } else if (typeof u === 'string' && (UNITS as readonly string[]).includes(u)) {
     return u as Unit;
@@ -244,7 +240,7 @@ export function parseRequest(request: WireRateLimitRequest): ParsedRequest {
     if (d.limit) {
       limit = {
         requestsPerUnit: d.limit.requestsPerUnit ?? 0,
-        unit: parseUnit(d.limit.unit ?? 0, `descriptors[${i}].limit.unit`),
+        unit: requestUnit(d.limit.unit ?? 0, `descriptors[${i}].limit.unit`),
       };
     }
     descriptors[i] = { entries: entries as RequestDescriptor['entries'], limit };

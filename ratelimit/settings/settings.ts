@@ -1,10 +1,11 @@
 // One typed settings object, parsed once from the environment at startup and passed down.
 // Names and defaults follow the reference service (envoyproxy/ratelimit src/settings/settings.go).
-import { FAILURE_MODES, type FailureMode } from '../config/types.js';
+import { DEFAULT_YAML_LIMITS, FAILURE_MODES, type FailureMode, type YamlLimits } from '../config/index.js';
 import { DEFAULT_REQUEST_BOUNDS, type RequestBounds, XDS_MAX_MESSAGE_BYTES } from '../../proto/index.js';
-import { DEFAULT_YAML_LIMITS, type YamlLimits } from '../config/yaml-source.js';
 import { EnvReader, SettingsError, type Env } from './env.js';
-import { DEFAULT_LOCAL_MAX_BYTES } from '../limiter/failure-mode.js';
+
+/** CACHE_FAILURE_MODE_LOCAL_MAX_BYTES's default: the budget of `local` failure mode's counters. */
+export const DEFAULT_LOCAL_MAX_BYTES = 64 * 1024 * 1024;
 
 /** MEMORY_MAX_BYTES: the memory backend's byte budget (ratelimit/memory). */
 export const DEFAULT_MEMORY_MAX_BYTES = 256 * 1024 * 1024;
@@ -26,6 +27,8 @@ export interface RedisSettings {
   pipelineWindowMs: number;
   pipelineLimit: number;
   timeoutMs: number;
+  /** The connect timeout: <prefix>_TIMEOUT, or 10 s when that is 0 (no per-command deadline). */
+  connectTimeoutMs: number;
   /** Ours (<prefix>_DIRECT_COUNTING, default true): INCRBY + EXPIRE on a connection of our own (direct-counter.ts). */
   directCounting: boolean;
 }
@@ -182,7 +185,7 @@ export interface Settings {
 }
 
 function redisSettings(r: EnvReader, prefix: string, defaultUrl: string): RedisSettings {
-  return {
+  const s: RedisSettings = {
     socketType: r.oneOf(`${prefix}_SOCKET_TYPE`, 'unix', ['tcp', 'unix'] as const),
     type: r.oneOf(`${prefix}_TYPE`, 'single', ['single', 'sentinel', 'cluster'] as const),
     url: r.string(`${prefix}_URL`, defaultUrl),
@@ -193,8 +196,12 @@ function redisSettings(r: EnvReader, prefix: string, defaultUrl: string): RedisS
     pipelineWindowMs: r.durationMs(`${prefix}_PIPELINE_WINDOW`, 0),
     pipelineLimit: r.int(`${prefix}_PIPELINE_LIMIT`, 0, { min: 0 }),
     timeoutMs: r.durationMs(`${prefix}_TIMEOUT`, 10_000),
+    connectTimeoutMs: 0,
     directCounting: r.bool(`${prefix}_DIRECT_COUNTING`, true),
   };
+  // "0 means 10 s" decided here once: the Redis clients read connectTimeoutMs and make no choice.
+  s.connectTimeoutMs = s.timeoutMs > 0 ? s.timeoutMs : 10_000;
+  return s;
 }
 
 /** Parses every setting; throws SettingsError naming the variable on the first invalid value. */

@@ -40,7 +40,7 @@ import {
   type SpanProcessor,
 } from '@opentelemetry/sdk-trace';
 import type { Logger } from 'pino';
-import type { CounterOp, CounterStore, LimitCheck, LimitVerdict } from '../limiter/index.js';
+import type { CounterOp, CounterStore, LimitCheck, LimitVerdict } from '../counting/index.js';
 import type { Settings } from '../settings/index.js';
 
 export const SERVER_SPAN_NAME = 'envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit';
@@ -161,7 +161,7 @@ export class RateLimitTracing {
       server.setAttribute('rpc.grpc.status_code', 0);
       return result;
     } catch (err) {
-      const code = (err as { grpcCode?: number }).grpcCode;
+      const code = (err as { code?: unknown }).code;
       if (typeof code === 'number') server.setAttribute('rpc.grpc.status_code', code);
       for (const span of [exec, server]) {
         span.recordException(err as Error);

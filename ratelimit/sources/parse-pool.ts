@@ -7,8 +7,13 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import { ConfigError, type CheckedDocument, type ConfigSource } from '../config/index.js';
-import { DEFAULT_YAML_LIMITS, type YamlLimits } from '../config/yaml-source.js';
+import {
+  ConfigError,
+  type CheckedDocument,
+  type ConfigSource,
+  DEFAULT_YAML_LIMITS,
+  type YamlLimits,
+} from '../config/index.js';
 import { decodeAndCheck, parseAndCheck, type ParseReply, type ParseRequest } from './parse-worker.js';
 
 // The build loads parse-worker.js; source runs (tests, through tsx) load parse-worker.ts with tsx's loader.
@@ -59,7 +64,7 @@ export function startWorker(url: URL, execArgv: string[] = workerExecArgv()): Wo
   }
 }
 
-export interface YamlParserOptions {
+export interface ConfigParsePoolOptions {
   /** Bounds on each file, checked before it expands (DEFAULT_YAML_LIMITS when absent). */
   limits?: YamlLimits;
   /** A parse running longer is stopped (the worker terminated) and rejected; 0 disables. */
@@ -90,7 +95,7 @@ interface Waiting {
   started?: () => void;
 }
 
-export class YamlParser {
+export class ConfigParsePool {
   private worker?: Worker;
   private seq = 0;
   private closed = false;
@@ -102,7 +107,7 @@ export class YamlParser {
   private readonly idleMs: number;
   private idleTimer: NodeJS.Timeout | undefined;
 
-  constructor(opts: YamlParserOptions = {}) {
+  constructor(opts: ConfigParsePoolOptions = {}) {
     this.limits = opts.limits ?? DEFAULT_YAML_LIMITS;
     this.timeoutMs = opts.timeoutMs ?? 30_000;
     this.idleMs = opts.idleMs ?? WORKER_IDLE_MS;

@@ -1,12 +1,12 @@
 // WriteBehindCounterStore over the memory store (the Redis behaviour is in
-// write-behind-store.integration.test.ts): local decisions after a key's first synchronous count,
+// write-behind.integration.test.ts): local decisions after a key's first synchronous count,
 // batched flushes with read-back, bypasses, fallback on failure, bounds, and close().
 import t from 'tap';
 import v8 from 'node:v8';
 import vm from 'node:vm';
 import { MemoryCounterStore } from '../memory/index.js';
 import { CacheError, type CounterOp, type CounterStore } from './store.js';
-import { idleMs, WriteBehindCounterStore, writeBehindEntryBytes } from './write-behind-store.js';
+import { idleMs, WriteBehindCounterStore, writeBehindEntryBytes } from './write-behind.js';
 
 const op = (key: string, hits = 1, perSecond = false): CounterOp => ({
   key,

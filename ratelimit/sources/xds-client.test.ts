@@ -12,7 +12,7 @@ import { makeCerts } from '../../harness/tls.js';
 import { RATELIMIT_CONFIG_TYPE_URL } from '../../proto/index.js';
 import { compileConfig, type ParsedConfigSource, type RateLimitConfig } from '../config/index.js';
 import { ExponentialBackoff } from './backoff.js';
-import { XdsConfigClient, type XdsConfigClientOptions } from './client.js';
+import { XdsConfigClient, type XdsConfigClientOptions } from './xds-client.js';
 
 const doc = (domain: string, rpu: number, unit = 'second') => ({
   domain,

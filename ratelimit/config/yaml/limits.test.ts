@@ -2,8 +2,9 @@
 // aliases, nodes after alias expansion) fails with the file and the setting named, and raising the
 // setting admits the same text.
 import t from 'tap';
-import { ConfigError } from './errors.js';
-import { DEFAULT_YAML_LIMITS, parseYamlSource, type YamlLimits } from './yaml-source.js';
+import { ConfigError } from '../errors.js';
+import { parseYamlSource } from './read.js';
+import { DEFAULT_YAML_LIMITS, type YamlLimits } from './limits.js';
 
 /** The "billion laughs": 9 levels, each listing the previous one ten times (10^9 nodes). */
 function billionLaughs(): string {

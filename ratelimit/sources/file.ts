@@ -10,11 +10,12 @@ import {
   ConfigError,
   type CheckedDocument,
   type ConfigSource,
-  type RateLimitConfig,
+  DEFAULT_YAML_LIMITS,
+  type YamlLimits,
 } from '../config/index.js';
 import type { Logger } from 'pino';
-import { DEFAULT_YAML_LIMITS, type YamlLimits } from '../config/yaml-source.js';
-import { YamlParser } from './yaml-parser.js';
+import { ConfigParsePool } from './parse-pool.js';
+import type { ConfigUpdate } from './source.js';
 
 export interface FileProviderOptions {
   root: string;
@@ -32,8 +33,6 @@ export interface FileProviderOptions {
   logger?: Pick<Logger, 'debug'>;
 }
 
-export type ConfigUpdate = { config: RateLimitConfig; sources: string[] } | { error: Error };
-
 /**
  * A change is read this long after the last file event: the events of one write or of a ConfigMap's
  * symlink swap arrive within it, and a later event only reschedules the read (the fingerprint decides
@@ -48,7 +47,7 @@ export class FileConfigProvider {
   private fingerprint = '';
   private running: Promise<void> = Promise.resolve();
   private closed = false;
-  private readonly parser: YamlParser;
+  private readonly parser: ConfigParsePool;
   /**
    * Each file's last text and its validated document: a reload parses only the files whose text
    * changed (one domain's edit does not re-read the others). Holds the config's text and documents
@@ -60,7 +59,7 @@ export class FileConfigProvider {
     private readonly opts: FileProviderOptions,
     private readonly onUpdate: (update: ConfigUpdate) => void,
   ) {
-    this.parser = new YamlParser({ limits: opts.yamlLimits, timeoutMs: opts.parseTimeoutMs });
+    this.parser = new ConfigParsePool({ limits: opts.yamlLimits, timeoutMs: opts.parseTimeoutMs });
   }
 
   get directory(): string {

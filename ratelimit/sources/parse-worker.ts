@@ -11,8 +11,10 @@ import {
   type CheckedDocument,
   type ConfigSource,
   type ParsedConfigSource,
+  DEFAULT_YAML_LIMITS,
+  parseYamlSource,
+  type YamlLimits,
 } from '../config/index.js';
-import { DEFAULT_YAML_LIMITS, parseYamlSource, type YamlLimits } from '../config/yaml-source.js';
 
 export type ParseRequest =
   | { id: number; sources: ConfigSource[]; limits: YamlLimits }

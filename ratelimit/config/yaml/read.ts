@@ -13,54 +13,11 @@ import {
   type Document,
   type Node,
 } from 'yaml';
-import { ConfigError } from './errors.js';
-import { FULL_PATH, GO_INT, STRING_FIELDS, isGoFloat, readYamlFast } from './yaml-fast.js';
-import type { ConfigSource } from './types.js';
-
-/**
- * Bounds on one YAML config document, checked before anything expands: the text's size, then (on the
- * lexer's token stream, linear and allocation-light) each scalar's length, the flow nesting depth and
- * the number of aliases, then (on the composed tree, with each anchor counted once) the nesting depth
- * and the node count after alias expansion. A "billion laughs" file has ~90 aliases but expands to
- * 10^9 nodes; the expansion bound refuses it without expanding it.
- */
-export interface YamlLimits {
-  /** CONFIG_YAML_MAX_BYTES: UTF-8 size of one file. */
-  readonly maxBytes: number;
-  /** CONFIG_YAML_MAX_ALIASES: alias references (`*name`) in one document. */
-  readonly maxAliases: number;
-  /** CONFIG_YAML_MAX_SCALAR_BYTES: length of one scalar (a key, a value, a block of text). */
-  readonly maxScalarLength: number;
-  /** CONFIG_YAML_MAX_DEPTH: nesting depth of maps and lists. */
-  readonly maxDepth: number;
-  /** CONFIG_YAML_MAX_NODES: maps, lists and scalars after alias expansion. */
-  readonly maxNodes: number;
-}
-
-export const DEFAULT_YAML_LIMITS: YamlLimits = Object.freeze({
-  maxBytes: 8 * 1024 * 1024,
-  maxAliases: 1000,
-  maxScalarLength: 64 * 1024,
-  maxDepth: 64,
-  maxNodes: 2_000_000,
-});
-
-/** The setting that raises each limit, named in errors so the message says what to change. */
-const LIMIT_SETTING: Record<keyof YamlLimits, string> = {
-  maxBytes: 'CONFIG_YAML_MAX_BYTES',
-  maxAliases: 'CONFIG_YAML_MAX_ALIASES',
-  maxScalarLength: 'CONFIG_YAML_MAX_SCALAR_BYTES',
-  maxDepth: 'CONFIG_YAML_MAX_DEPTH',
-  maxNodes: 'CONFIG_YAML_MAX_NODES',
-};
-
-function limitError(source: string, limit: keyof YamlLimits, what: string, value: number): ConfigError {
-  return new ConfigError(
-    source,
-    '',
-    `error loading config file: ${what} exceeds the limit of ${value} (${LIMIT_SETTING[limit]})`,
-  );
-}
+import { ConfigError } from '../errors.js';
+import type { ConfigSource } from '../types.js';
+import { FULL_PATH, readYamlFast } from './fast.js';
+import { GO_INT, STRING_FIELDS, isGoFloat } from './go-scalars.js';
+import { DEFAULT_YAML_LIMITS, limitError, type YamlLimits } from './limits.js';
 
 function lineAt(text: string, offset: number): number {
   let line = 1;
@@ -259,14 +216,14 @@ export function parseYamlSource(src: ConfigSource, limits: YamlLimits = DEFAULT_
   const bytes = Buffer.byteLength(src.yaml, 'utf8');
   if (bytes > limits.maxBytes)
     throw limitError(src.name, 'maxBytes', `the file's size (${bytes} bytes)`, limits.maxBytes);
-  // An ordinary file is read by the fast door (yaml-fast.ts); anything else, and every error, here.
+  // An ordinary file is read by the fast door (fast.ts); anything else, and every error, here.
   const fast = readYamlFast(src.yaml, limits);
   return fast === FULL_PATH ? parseYamlSourceFully(src, limits) : fast;
 }
 
 /**
  * parseYamlSource with the `yaml` package alone: every scalar's source and every error's line. What the
- * fast door must agree with (yaml-fast.test.ts compares them).
+ * fast door must agree with (fast.test.ts compares them).
  */
 export function parseYamlSourceFully(src: ConfigSource, limits: YamlLimits = DEFAULT_YAML_LIMITS): unknown {
   checkYamlText(src.name, src.yaml, limits);

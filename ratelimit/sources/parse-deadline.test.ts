@@ -2,9 +2,9 @@
 // CONFIG_PARSE_TIMEOUT the worker is terminated and the file reported as rejected; the last good
 // config keeps serving; closing abandons a parse in progress.
 import t from 'tap';
-import { DEFAULT_YAML_LIMITS } from '../config/yaml-source.js';
+import { DEFAULT_YAML_LIMITS } from '../config/index.js';
 import { descriptor, eventually, startTestApp } from '../test-support.js';
-import { YamlParser } from './yaml-parser.js';
+import { ConfigParsePool } from './parse-pool.js';
 
 /** The issue's "billion laughs" (also in config/yaml-limits.test.ts). */
 function billionLaughs(): string {
@@ -18,7 +18,7 @@ function billionLaughs(): string {
 
 /**
  * Within raised limits but slow: a tagged double-quoted scalar of `mb` MiB. The tag sends the file to the
- * full YAML path (yaml-fast.ts), which costs ~0.15 s of CPU per MiB, so 40 MiB take seconds: far past
+ * full YAML path (config/yaml/read.ts), which costs ~0.15 s of CPU per MiB, so 40 MiB take seconds: far past
  * the deadlines below on any machine. (Untagged, the fast path reads 40 MiB in ~0.3 s, too near them.)
  */
 const slowYaml = (mb: number) => `domain: !!str "${'a'.repeat(mb * 1024 * 1024)}"\n`;
@@ -30,7 +30,7 @@ const limitYaml = (n: number) =>
 t.test(
   'a parse past its deadline is stopped and rejected naming the file; the next parse works',
   async (t) => {
-    const p = new YamlParser({ limits: raised, timeoutMs: 300 });
+    const p = new ConfigParsePool({ limits: raised, timeoutMs: 300 });
     t.teardown(() => p.close());
     const started = performance.now();
     await t.rejects(
@@ -52,7 +52,7 @@ t.test(
 );
 
 t.test('close() does not wait for a parse in progress', async (t) => {
-  const p = new YamlParser({ limits: raised, timeoutMs: 600_000 });
+  const p = new ConfigParsePool({ limits: raised, timeoutMs: 600_000 });
   const pending = p.parse([{ name: 'slow.yaml', yaml: slowYaml(60) }]);
   pending.catch(() => undefined);
   await new Promise((r) => setTimeout(r, 300));

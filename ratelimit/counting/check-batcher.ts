@@ -4,8 +4,7 @@
 // turn. Checks are never merged: admission is all or nothing per check, and each keeps its own verdict.
 // When the store settles each check on its own (evaluateEach), a check Redis refuses fails only the request
 // it belongs to; otherwise a failed store call fails every request with a check in it, whole.
-import type { LimitCheck, LimitVerdict } from './algorithms.js';
-import type { CounterStore } from './store.js';
+import type { CounterStore, LimitCheck, LimitVerdict } from './store.js';
 
 interface Request {
   readonly checks: readonly LimitCheck[];

@@ -1,6 +1,6 @@
 import t from 'tap';
 import { MemoryCounterStore } from '../memory/index.js';
-import { CoalescingCounterStore } from './coalescing-store.js';
+import { CoalescingCounterStore } from './coalescing.js';
 import { CacheError, MAX_OP_HITS, type CounterOp, type CounterStore } from './store.js';
 
 const op = (key: string, hits = 1): CounterOp => ({ key, hits, expireSeconds: 60, perSecond: false });

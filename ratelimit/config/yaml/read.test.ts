@@ -1,5 +1,5 @@
 import t from 'tap';
-import { ConfigError, loadConfig } from './index.js';
+import { ConfigError, loadConfig } from '../index.js';
 
 function err(yaml: string): ConfigError {
   try {

@@ -1,5 +1,22 @@
 // The counter store abstraction: where fixed-window counters live (Redis, memcache, memory).
-import type { LimitCheck, LimitVerdict } from './algorithms.js';
+
+/** The limits of one descriptor for one request, as sent to the store (and to the script). */
+export interface LimitCheck {
+  /** Per limit in order: fixed_window 1 key, sliding_window 2 (current, previous), token_bucket 1. */
+  readonly keys: string[];
+  /** [nowMs, hits, then per limit: algorithm code, requests per unit, period ms, burst]. */
+  readonly args: number[];
+  /** Every limit is SECOND: routed to the per-second deployment when one is configured. */
+  readonly perSecond: boolean;
+}
+
+/**
+ * The store's answer for one LimitCheck, flat as the script returns it:
+ * [rejectedBy, then per limit: remaining, ms until fully replenished]. rejectedBy is 0 when the hit
+ * was admitted (and counted), else 1 + the index of the first limit that rejected it (nothing
+ * counted). Remaining values are after counting when admitted, before otherwise.
+ */
+export type LimitVerdict = number[];
 
 export interface CounterOp {
   /** Full cache key, byte-compatible with the reference service. */
@@ -30,7 +47,7 @@ export interface CounterStore {
   evaluate?(checks: readonly LimitCheck[]): Promise<LimitVerdict[]>;
   /**
    * Optional: like evaluate, but settles each check on its own (its verdict, or the error of that check
-   * alone), so the checks of several requests sent together (check-batch.ts) fail only their own request
+   * alone), so the checks of several requests sent together (check-batcher.ts) fail only their own request
    * when Redis refuses one of them. Present only where evaluate is.
    */
   evaluateEach?(checks: readonly LimitCheck[]): Promise<(LimitVerdict | Error)[]>;
@@ -52,6 +69,17 @@ export interface CounterStore {
 }
 
 /** A counter store failure: answered as an error and counted as should_rate_limit.redis_error. */
+/**
+ * A key the backend cannot store (memcached's key rules): the caller's descriptor is at fault, not the
+ * store, so the service answers it as an invalid request and no failure mode applies.
+ */
+export class KeyRejectedError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'KeyRejectedError';
+  }
+}
+
 export class CacheError extends Error {
   constructor(
     message: string,
@@ -87,4 +115,9 @@ export class CounterRefusedError extends CacheError {
     super(message, cause);
     this.name = 'CounterRefusedError';
   }
+}
+
+/** Whether a failed op counts against its shard's circuit: everything but a refusal of the op's own data. */
+export function isShardFailure(err: unknown): boolean {
+  return !(err instanceof CounterRefusedError);
 }

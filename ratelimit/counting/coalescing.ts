@@ -6,9 +6,14 @@
 // The merged hits saturate at MAX_OP_HITS (store.ts): more than any limit, so every caller past it is over
 // limit as it would be unmerged, and no sum of callers' hits reaches Redis's integer range or loses
 // precision as a JS number. One caller's huge hits thus cannot make the turn's INCRBY fail for the others.
-import type { LimitCheck, LimitVerdict } from './algorithms.js';
-import { CheckBatcher } from './check-batch.js';
-import { MAX_OP_HITS, type CounterOp, type CounterStore } from './store.js';
+import { CheckBatcher } from './check-batcher.js';
+import {
+  MAX_OP_HITS,
+  type CounterOp,
+  type CounterStore,
+  type LimitCheck,
+  type LimitVerdict,
+} from './store.js';
 
 interface Waiter {
   readonly results: (number | Error)[];
@@ -44,7 +49,7 @@ export class CoalescingCounterStore implements CounterStore {
 
   /**
    * Scripted limits are not coalesced: admission is all or nothing per hit, so k merged hits of which
-   * only some fit cannot become one call with one count. They are batched per turn (check-batch.ts).
+   * only some fit cannot become one call with one count. They are batched per turn (check-batcher.ts).
    */
   readonly evaluate?: (checks: readonly LimitCheck[]) => Promise<LimitVerdict[]>;
 

@@ -3,9 +3,10 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
-import { cfg10kYaml } from '../../harness/fixtures.js';
-import { FULL_PATH, readYamlFast } from './yaml-fast.js';
-import { DEFAULT_YAML_LIMITS, parseYamlSourceFully } from './yaml-source.js';
+import { cfg10kYaml } from '../../../harness/fixtures.js';
+import { FULL_PATH, readYamlFast } from './fast.js';
+import { parseYamlSourceFully } from './read.js';
+import { DEFAULT_YAML_LIMITS } from './limits.js';
 
 /** The full path's answer: the document, or the error's message. */
 function full(yaml: string): { doc: unknown } | { error: string } {

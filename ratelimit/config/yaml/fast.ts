@@ -1,4 +1,4 @@
-// The fast door for ordinary config files. The `yaml` package (yaml-source.ts) keeps every scalar's
+// The fast door for ordinary config files. The `yaml` package (read.ts) keeps every scalar's
 // source text and every error's position, which is what the reference's (Go yaml.v2) reading and our
 // error messages need, but it costs ~1-4 s of CPU for a 1 MB, 10k-descriptor file. js-yaml's event
 // parser reads the same file in a fraction of that into a flat event list (offsets into the text, no
@@ -13,22 +13,11 @@
 // means on the full path (`value: 010` stays the text "010", `requests_per_unit: 0x10` is 16).
 import { EVENT_ID, SCALAR_STYLE, getScalarValue, parseEvents, type Event, type ScalarEvent } from 'js-yaml';
 import { Schema } from 'yaml';
-import type { YamlLimits } from './yaml-source.js';
+import { STRING_FIELDS, isGoFloat } from './go-scalars.js';
+import type { YamlLimits } from './limits.js';
 
 /** The answer "read this file with the full YAML path". */
 export const FULL_PATH: unique symbol = Symbol('full YAML path');
-
-/** Fields the reference decodes into Go strings: yaml.v2 keeps the scalar's text (`value: 010` is "010"). */
-export const STRING_FIELDS: ReadonlySet<string> = new Set(['domain', 'key', 'value', 'unit', 'name']);
-
-// How Go's yaml.v2 types a float (a float anywhere but in metadata is refused on the full path).
-export const GO_INT = /^[-+]?(0b[01_]+|0x[0-9a-fA-F_]+|0[0-7_]*|[1-9][0-9_]*)$/;
-const GO_FLOAT = /^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$/;
-const GO_SPECIAL_FLOAT = /^([-+]?\.(inf|Inf|INF)|\.(nan|NaN|NAN))$/;
-
-export function isGoFloat(text: string): boolean {
-  return (GO_FLOAT.test(text) && !GO_INT.test(text)) || GO_SPECIAL_FLOAT.test(text);
-}
 
 interface ImplicitTag {
   test?: RegExp;

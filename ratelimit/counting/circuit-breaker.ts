@@ -20,8 +20,8 @@ import {
   type CounterStore,
   type LimitCheck,
   type LimitVerdict,
-} from '../limiter/index.js';
-import { isShardFailure } from './reply-errors.js';
+  isShardFailure,
+} from './store.js';
 
 export type CircuitState = 'closed' | 'open' | 'half_open';
 /** Gauge values of the circuit state statistic. */

@@ -3,8 +3,8 @@
 // store, wrapped to count calls and to give each key a shard (one shard made to fail).
 import t from 'tap';
 import { MemoryCounterStore } from '../memory/index.js';
-import type { LimitCheck, LimitVerdict } from './algorithms.js';
-import { CheckBatcher } from './check-batch.js';
+import type { LimitCheck, LimitVerdict } from './store.js';
+import { CheckBatcher } from './check-batcher.js';
 import type { CounterOp, CounterStore } from './store.js';
 
 /** Fixed window, limit 2 per minute, on key k (the script's argument layout). */

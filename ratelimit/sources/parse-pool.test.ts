@@ -2,12 +2,12 @@ import t from 'tap';
 import { buildConfigInSlices, ConfigError, loadConfig } from '../config/index.js';
 import { cfg10kYaml } from '../../harness/fixtures.js';
 import { runCommand } from '../../harness/proc.js';
-import { workerExecArgv, YamlParser } from './yaml-parser.js';
+import { workerExecArgv, ConfigParsePool } from './parse-pool.js';
 
 t.test(
   'config YAML is parsed and validated on the worker thread, errors come back as ConfigError',
   async (t) => {
-    const p = new YamlParser();
+    const p = new ConfigParsePool();
     t.teardown(() => p.close());
     const docs = await p.parse([
       { name: 'a.yaml', yaml: 'domain: d\ndescriptors:\n  - key: k\n  - key: j\n' },
@@ -35,7 +35,7 @@ t.test(
   'the sliced compile equals the one-shot compile, yields to the event loop, and names fields',
   async (t) => {
     const yaml = cfg10kYaml(3);
-    const p = new YamlParser();
+    const p = new ConfigParsePool();
     t.teardown(() => p.close());
     const docs = await p.parse([{ name: 'c.yaml', yaml }]);
     let turns = 0;
@@ -89,8 +89,8 @@ t.test('a V8 flag on the command line (refused in a worker) still parses on the 
   // `node --max-old-space-size=... bin/ratelimit.js` is common in Kubernetes; Node refuses V8 flags in a
   // worker's execArgv, and the service used to come up without a config.
   const script = [
-    `import { YamlParser } from ${JSON.stringify(new URL('./yaml-parser.ts', import.meta.url).href)};`,
-    'const p = new YamlParser();',
+    `import { ConfigParsePool } from ${JSON.stringify(new URL('./parse-pool.ts', import.meta.url).href)};`,
+    'const p = new ConfigParsePool();',
     "const d = await p.parse([{ name: 'a.yaml', yaml: 'domain: d\\ndescriptors:\\n  - key: a\\n' }]);",
     'console.log(JSON.stringify({ domain: d[0].domain, counts: p.counts }));',
     'await p.close();',
@@ -116,7 +116,7 @@ t.test('a V8 flag on the command line (refused in a worker) still parses on the 
 });
 
 t.test('an idle worker ends, and the next parse starts another', async (t) => {
-  const p = new YamlParser({ idleMs: 100 });
+  const p = new ConfigParsePool({ idleMs: 100 });
   t.teardown(() => p.close());
   const source = { name: 'a.yaml', yaml: 'domain: d\ndescriptors:\n  - key: a\n' };
   await p.parse([source]);
@@ -128,7 +128,7 @@ t.test('an idle worker ends, and the next parse starts another', async (t) => {
 });
 
 t.test('warm() starts the worker before a parse, and it ends when no parse comes', async (t) => {
-  const p = new YamlParser({ idleMs: 200 });
+  const p = new ConfigParsePool({ idleMs: 200 });
   t.teardown(() => p.close());
   t.notOk(p.workerRunning, 'no worker before anything asks');
   p.warm();

@@ -18,9 +18,8 @@
 //
 // Hand-written: no library batches counters with per-key read-back; the logic is this file.
 import type { Counter, StatsStore } from '../stats/index.js';
-import type { LimitCheck, LimitVerdict } from './algorithms.js';
 import { keyBytes } from './key-bytes.js';
-import type { CounterOp, CounterStore } from './store.js';
+import type { CounterOp, CounterStore, LimitCheck, LimitVerdict } from './store.js';
 
 export interface WriteBehindSettings {
   /** CACHE_WRITE_BEHIND_INTERVAL: how long a key's hits may wait before they are sent. */
@@ -33,7 +32,7 @@ export interface WriteBehindSettings {
 
 /**
  * Heap bytes of one entry besides its key's characters: the Map's entry and hash table share, the Entry
- * object, the key string's header, a slot in the flush list. Checked in write-behind-store.test.ts.
+ * object, the key string's header, a slot in the flush list. Checked in write-behind.test.ts.
  */
 const ENTRY_OVERHEAD_BYTES = 400;
 

@@ -15,7 +15,7 @@ import {
   type WireNode,
 } from '../../proto/index.js';
 import { readTlsFiles, silentLogger, type Logger } from '../../common/index.js';
-import type { ParsedConfigSource } from '../config/types.js';
+import type { ParsedConfigSource } from '../config/index.js';
 import { DEFAULT_BACKOFF, ExponentialBackoff, type BackoffOptions } from './backoff.js';
 
 export interface XdsConfigClientOptions {

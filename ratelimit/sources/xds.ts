@@ -1,30 +1,30 @@
-// CONFIG_TYPE=GRPC_XDS_SOTW: the xDS client feeds validated configs to the app.
+// CONFIG_TYPE=GRPC_XDS_SOTW: the xDS client feeds validated configs to the app (through ConfigSourceDeps).
 // A config that fails validation is NACKed with the validator's message and the previous one keeps
 // serving; while disconnected the last good config keeps serving.
-// A push takes the files' path: decoded and validated on the config worker thread (YamlParser), then
+// A push takes the files' path: decoded and validated on the config worker thread (ConfigParsePool), then
 // compiled here in time slices, so a 10k-descriptor push does not stall the decisions; the previous
 // config serves until the new one is compiled.
-import type { ConfigSource, RateLimitApp } from './app.js';
-import { buildConfigInSlices } from './config/index.js';
-import { YamlParser } from './runtime/yaml-parser.js';
-import { XdsConfigClient } from './xds/index.js';
-import { NODE_FEATURES_METADATA_KEY } from '../proto/index.js';
+import { NODE_FEATURES_METADATA_KEY } from '../../proto/index.js';
+import { buildConfigInSlices } from '../config/index.js';
+import { ConfigParsePool } from './parse-pool.js';
+import type { ConfigSource, ConfigSourceDeps } from './source.js';
+import { XdsConfigClient } from './xds-client.js';
 
 /** The xDS config source; its client's events say when a push arrived and how it ended. */
 export interface XdsConfigSource extends ConfigSource {
   readonly client: XdsConfigClient;
 }
 
-export async function createXdsSource(app: RateLimitApp): Promise<XdsConfigSource> {
-  const s = app.settings;
+export async function createXdsSource(deps: ConfigSourceDeps): Promise<XdsConfigSource> {
+  const s = deps.settings;
   const x = s.xds;
-  const log = app.logger.child({ component: 'xds' });
-  const worker = new YamlParser({ limits: s.configYamlLimits, timeoutMs: s.configParseTimeoutMs });
+  const log = deps.logger.child({ component: 'xds' });
+  const worker = new ConfigParsePool({ limits: s.configYamlLimits, timeoutMs: s.configParseTimeoutMs });
   let closing = false;
   const client = new XdsConfigClient({
     nodeId: x.nodeId,
     // What this pod enforces beyond the reference's fields; the control plane sends nothing else.
-    nodeMetadata: { ...x.nodeMetadata, [NODE_FEATURES_METADATA_KEY]: app.supportedFeatures().join(',') },
+    nodeMetadata: { ...x.nodeMetadata, [NODE_FEATURES_METADATA_KEY]: deps.features().join(',') },
     serverUrl: x.serverUrl,
     connectRetryInterval: x.connectRetryIntervalMs,
     useTls: x.useTls,
@@ -45,11 +45,11 @@ export async function createXdsSource(app: RateLimitApp): Promise<XdsConfigSourc
       try {
         const documents = await worker.decodeXds(messages);
         const config = await buildConfigInSlices(documents, s.mergeDomainConfig);
-        app.setConfig(config);
+        deps.setConfig(config);
         return undefined;
       } catch (err) {
         // A decode abandoned by close() is not a bad config.
-        if (!closing) app.applyConfig({ error: err as Error });
+        if (!closing) deps.onUpdate({ error: err as Error });
         return (err as Error).message;
       }
     },

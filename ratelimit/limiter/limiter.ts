@@ -5,7 +5,7 @@
 import type { FailureMode, LimitMatch, RateLimitRule } from '../config/index.js';
 import type { WireDescriptorStatus, WireRateLimit } from '../../proto/index.js';
 import type { StatsStore } from '../stats/index.js';
-import { buildLimitCheck, taggedKeyBase, type LimitCheck } from './algorithms.js';
+import { buildLimitCheck, taggedKeyBase } from './algorithms.js';
 import { cacheKey } from './cache-key.js';
 import { VerdictStatuses } from './verdict-status.js';
 import type { LocalOverLimitCache } from './local-cache.js';
@@ -16,9 +16,15 @@ import {
   localShare,
   type FailureModeSettings,
 } from './failure-mode.js';
-import { CacheError, type CounterOp, type CounterStore } from './store.js';
+import {
+  CacheError,
+  type CounterOp,
+  type CounterStore,
+  type LimitCheck,
+  type LimitVerdict,
+} from '../counting/index.js';
 
-export interface FixedWindowLimiterOptions {
+export interface LimiterOptions {
   store: CounterStore;
   stats: StatsStore;
   cacheKeyPrefix?: string;
@@ -40,7 +46,7 @@ const OK_NO_LIMIT: WireDescriptorStatus = Object.freeze({
   limitRemaining: 0,
 }) as WireDescriptorStatus;
 
-export class FixedWindowLimiter {
+export class Limiter {
   private readonly store: CounterStore;
   private readonly stats: StatsStore;
   private readonly prefix: string;
@@ -58,7 +64,7 @@ export class FixedWindowLimiter {
   /** `local` failure mode's counters. */
   readonly localCounter: LocalFallbackCounter;
 
-  constructor(opts: FixedWindowLimiterOptions) {
+  constructor(opts: LimiterOptions) {
     this.store = opts.store;
     this.stats = opts.stats;
     this.prefix = opts.cacheKeyPrefix ?? '';
@@ -91,6 +97,10 @@ export class FixedWindowLimiter {
    * answered OK with no limit and never reach the store. A descriptor the store could not count is
    * decided by its failure mode, which is written to `decidedBy[i]` when given; in mode `error` (or
    * on an error that is not a cache error) the call rejects.
+   *
+   * The steps: the keys, and the local over-limit cache's answers (inline: one pass, no allocation on
+   * the common path); stopIncrementProbe; count (fixed windows) beside evaluate (scripted rules); then
+   * the statuses, with applyFailureModes and scriptedStatuses for what the store could not answer.
    */
   async doLimit(
     domain: string,
@@ -126,42 +136,10 @@ export class FixedWindowLimiter {
       }
     }
 
-    // Hits sent to the store per descriptor. With STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, once one
-    // descriptor is (or is about to be) over limit the others are not incremented (INCRBY 0).
-    // Copied only when STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT may change it.
-    let storeHits: number[] | readonly number[] = hits;
-    if (this.stopIncrementWhenOverlimit) {
-      const changed = hits.slice();
-      storeHits = changed;
-      if (anyLocalOver) {
-        for (let i = 0; i < n; i++) changed[i] = 0;
-      } else if (keyCount > 1) {
-        const probe: CounterOp[] = [];
-        const probeIndex: number[] = [];
-        for (let i = 0; i < n; i++) {
-          const m = matches[i];
-          if (!m || m.rule.scripted) continue;
-          probe.push({ key: keys[i]!, hits: 0, expireSeconds: 0, perSecond: m.rule.unit === 'SECOND' });
-          probeIndex.push(i);
-        }
-        let current: number[] = [];
-        if (probe.length > 0) {
-          try {
-            current = await this.store.get(probe);
-          } catch (err) {
-            // Without the store the probe is skipped; the counts below fall to the failure modes.
-            if (!(err instanceof CacheError) || this.anyModeError(matches)) throw err;
-          }
-        }
-        for (let j = 0; j < probeIndex.length; j++) {
-          const i = probeIndex[j];
-          if (current.length > 0 && current[j] + hits[i] > matches[i]!.rule.requestsPerUnit) {
-            for (let k = 0; k < n; k++) if (k !== i) changed[k] = 0;
-            break;
-          }
-        }
-      }
-    }
+    // Hits sent to the store per descriptor (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT may zero some).
+    const storeHits = this.stopIncrementWhenOverlimit
+      ? await this.stopIncrementProbe(matches, keys, hits, anyLocalOver, keyCount)
+      : hits;
 
     const ops: CounterOp[] = [];
     const opIndex: number[] = [];
@@ -200,6 +178,27 @@ export class FixedWindowLimiter {
       const c = counts[j];
       if (typeof c === 'number') statuses[i] = this.statusFromCount(matches[i]!, keys[i]!, c, hits[i], now);
     }
+    this.applyFailureModes(statuses, matches, ops, opIndex, counts, hits, now, decidedBy);
+    if (scripted && decided !== undefined) {
+      this.scriptedStatuses(statuses, domain, matches, scripted, decided, hits, now, decidedBy);
+    }
+    return statuses;
+  }
+
+  /**
+   * The fixed-window counts the store failed: a cache failure is decided by the descriptor's failure
+   * mode (`error` fails the request); any other failure (a key the store refuses) is the caller's error.
+   */
+  private applyFailureModes(
+    statuses: WireDescriptorStatus[],
+    matches: readonly (LimitMatch | undefined)[],
+    ops: readonly CounterOp[],
+    opIndex: readonly number[],
+    counts: readonly (number | Error)[],
+    hits: readonly number[],
+    now: number,
+    decidedBy: (FailureMode | undefined)[] | undefined,
+  ): void {
     for (let j = 0; j < opIndex.length; j++) {
       const c = counts[j];
       if (typeof c === 'number') continue;
@@ -213,7 +212,20 @@ export class FixedWindowLimiter {
       if (decidedBy) decidedBy[i] = mode;
       statuses[i] = this.failureModeStatus(mode, m, ops[j], hits[i], now);
     }
-    if (scripted && decided instanceof Error) {
+  }
+
+  /** The scripted descriptors' statuses: the store's verdicts, or its failure through the failure modes. */
+  private scriptedStatuses(
+    statuses: WireDescriptorStatus[],
+    domain: string,
+    matches: readonly (LimitMatch | undefined)[],
+    scripted: readonly number[],
+    decided: LimitVerdict[] | Error,
+    hits: readonly number[],
+    now: number,
+    decidedBy: (FailureMode | undefined)[] | undefined,
+  ): void {
+    if (decided instanceof Error) {
       // The store could not evaluate: the failure modes decide, as for fixed windows. `local` counts a
       // fixed window of the first limit's share in the pod (docs: degraded, not the algorithm).
       if (!(decided instanceof CacheError)) throw decided;
@@ -231,13 +243,56 @@ export class FixedWindowLimiter {
         };
         statuses[i] = this.failureModeStatus(mode, m, op, hits[i], now);
       }
-    } else if (scripted && decided !== undefined && !(decided instanceof Error)) {
+    } else {
       for (let j = 0; j < scripted.length; j++) {
         const i = scripted[j]!;
         statuses[i] = this.verdicts.status(matches[i]!, decided[j]!, hits[i]);
       }
     }
-    return statuses;
+  }
+
+  /**
+   * STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: the hits to send per descriptor. Once one descriptor is (or
+   * is about to be, read with a zero-hit probe) over its limit, the others are not incremented (INCRBY 0).
+   */
+  private async stopIncrementProbe(
+    matches: readonly (LimitMatch | undefined)[],
+    keys: readonly (string | undefined)[],
+    hits: readonly number[],
+    anyLocalOver: boolean,
+    keyCount: number,
+  ): Promise<readonly number[]> {
+    const n = matches.length;
+    const changed = hits.slice();
+    if (anyLocalOver) {
+      for (let i = 0; i < n; i++) changed[i] = 0;
+    } else if (keyCount > 1) {
+      const probe: CounterOp[] = [];
+      const probeIndex: number[] = [];
+      for (let i = 0; i < n; i++) {
+        const m = matches[i];
+        if (!m || m.rule.scripted) continue;
+        probe.push({ key: keys[i]!, hits: 0, expireSeconds: 0, perSecond: m.rule.unit === 'SECOND' });
+        probeIndex.push(i);
+      }
+      let current: number[] = [];
+      if (probe.length > 0) {
+        try {
+          current = await this.store.get(probe);
+        } catch (err) {
+          // Without the store the probe is skipped; the counts below fall to the failure modes.
+          if (!(err instanceof CacheError) || this.anyModeError(matches)) throw err;
+        }
+      }
+      for (let j = 0; j < probeIndex.length; j++) {
+        const i = probeIndex[j];
+        if (current.length > 0 && current[j] + hits[i] > matches[i]!.rule.requestsPerUnit) {
+          for (let k = 0; k < n; k++) if (k !== i) changed[k] = 0;
+          break;
+        }
+      }
+    }
+    return changed;
   }
 
   /** One atomic store call per scripted descriptor (all sent together). */

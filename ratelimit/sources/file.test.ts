@@ -5,7 +5,8 @@ import { mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync, writeFileSync 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { descriptor, eventually, startTestApp } from '../test-support.js';
-import { FileConfigProvider, type ConfigUpdate, type FileProviderOptions } from './file-provider.js';
+import { FileConfigProvider, type FileProviderOptions } from './file.js';
+import type { ConfigUpdate } from './source.js';
 
 const limitYaml = (n: number) => `
 domain: reload
