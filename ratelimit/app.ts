@@ -110,23 +110,24 @@ export class RateLimitApp {
       return;
     }
     try {
-      this.setConfig(update.config);
+      this.setConfig(update.config, update.sources);
     } catch (err) {
       this.applyConfig({ error: err as Error });
     }
   }
 
-  /**
-   * Serves a compiled configuration. Throws a ConfigError (the last good one keeps serving) when the
-   * backend cannot count what it uses exactly: memcache has no atomic multi-key script, so it would
-   * enforce a sliding window or a token bucket as something else.
-   */
   /** The config features this pod enforces (announced over xDS): none on a store without evaluate. */
   supportedFeatures(): readonly ConfigFeature[] {
     return this.limiterStore.evaluate ? RATELIMIT_FEATURES : [];
   }
 
-  setConfig(config: RateLimitConfig): void {
+  /**
+   * Serves a compiled configuration. Throws a ConfigError (the last good one keeps serving) when the
+   * backend cannot count what it uses exactly: memcache has no atomic multi-key script, so it would
+   * enforce a sliding window or a token bucket as something else. `sources` (the files read) are named
+   * in the reload line.
+   */
+  setConfig(config: RateLimitConfig, sources?: readonly string[]): void {
     if (config.features.size > 0 && !this.limiterStore.evaluate) {
       const used = [...config.features].sort().join(', ');
       throw new ConfigError(
@@ -153,8 +154,12 @@ export class RateLimitApp {
       if (first) this.logger.warn(`loaded: ${line}`);
       else this.logger.debug(`loaded: ${line}`);
     }
-    if (!first) this.logger.info(`configuration reloaded: ${config.domains.length} domains`);
-    else if (rules === 0) this.logger.warn('loaded an empty configuration (no domains)');
+    if (!first) {
+      const from = sources?.length
+        ? ` from ${sources.slice(0, 10).join(', ')}${sources.length > 10 ? ` and ${sources.length - 10} more` : ''}`
+        : '';
+      this.logger.info(`configuration reloaded: ${config.domains.length} domains${from}`);
+    } else if (rules === 0) this.logger.warn('loaded an empty configuration (no domains)');
     this.initialConfig?.resolve();
   }
 
