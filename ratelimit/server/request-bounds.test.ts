@@ -6,9 +6,9 @@
 // victim's normal request made while the attacks run is answered and counted as usual.
 import t from 'tap';
 import * as grpc from '@grpc/grpc-js';
-import * as http2 from 'node:http2';
 import { createGzip, deflateSync, gzipSync } from 'node:zlib';
 import { SHOULD_RATE_LIMIT_PATH } from '../../proto/index.js';
+import { compressedCall } from '../../harness/grpc-raw.js';
 import { descriptor, roomInWindow, startTestApp, type TestApp } from '../test-support.js';
 
 const CONFIG =
@@ -58,39 +58,6 @@ function rawCall(client: grpc.Client, bytes: Buffer): Promise<Answer> {
         ),
     ),
   );
-}
-
-/** One call over node:http2 with a message already compressed (flag 1) and its grpc-encoding. */
-function compressedCall(address: string, encoding: 'gzip' | 'deflate', compressed: Buffer): Promise<Answer> {
-  return new Promise((resolve, reject) => {
-    const session = http2.connect(`http://${address}`);
-    session.on('error', reject);
-    const req = session.request({
-      ':method': 'POST',
-      ':path': SHOULD_RATE_LIMIT_PATH,
-      'content-type': 'application/grpc',
-      'grpc-encoding': encoding,
-      te: 'trailers',
-    });
-    let headers: http2.IncomingHttpHeaders = {};
-    req.on('response', (h) => (headers = h));
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('trailers', (tr) => (headers = { ...headers, ...tr }));
-    req.on('error', reject);
-    req.on('close', () => {
-      session.close();
-      resolve({
-        code: Number(headers['grpc-status'] ?? -1),
-        details: decodeURIComponent(String(headers['grpc-message'] ?? '')),
-        body: Buffer.concat(chunks),
-      });
-    });
-    const prefix = Buffer.alloc(5);
-    prefix[0] = 1;
-    prefix.writeUInt32BE(compressed.length, 1);
-    req.end(Buffer.concat([prefix, compressed]));
-  });
 }
 
 /** A victim's request while the attacks run: answered OK, counted in its own key as usual. */

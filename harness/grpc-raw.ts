@@ -1,14 +1,21 @@
 // One gRPC call over node:http2 whose message is already compressed (flag 1, grpc-encoding set): grpc-js
-// compresses only what it serializes itself, and the attack benchmark sends prepared bombs.
+// compresses only what it serializes itself, and the request-bound tests and the attack benchmark send
+// prepared bombs.
 import * as http2 from 'node:http2';
-import { SHOULD_RATE_LIMIT_PATH } from '../../proto/index.js';
+import { SHOULD_RATE_LIMIT_PATH } from '../proto/index.js';
 
-/** Resolves with `OK` or `<grpc-status>: <grpc-message>`. */
+/** The call's grpc-status (-1 when none came), its decoded grpc-message and the response body. */
+export interface RawAnswer {
+  code: number;
+  details: string;
+  body: Buffer;
+}
+
 export function compressedCall(
   address: string,
   encoding: 'gzip' | 'deflate',
   compressed: Buffer,
-): Promise<string> {
+): Promise<RawAnswer> {
   return new Promise((resolve, reject) => {
     const session = http2.connect(`http://${address}`);
     session.on('error', reject);
@@ -21,14 +28,17 @@ export function compressedCall(
     });
     let headers: http2.IncomingHttpHeaders = {};
     req.on('response', (h) => (headers = h));
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
     req.on('trailers', (tr) => (headers = { ...headers, ...tr }));
-    req.on('data', () => undefined);
     req.on('error', reject);
     req.on('close', () => {
       session.close();
-      const code = String(headers['grpc-status'] ?? '?');
-      const message = decodeURIComponent(String(headers['grpc-message'] ?? ''));
-      resolve(code === '0' ? 'OK' : `${code}: ${message.slice(0, 90)}`);
+      resolve({
+        code: Number(headers['grpc-status'] ?? -1),
+        details: decodeURIComponent(String(headers['grpc-message'] ?? '')),
+        body: Buffer.concat(chunks),
+      });
     });
     const prefix = Buffer.alloc(5);
     prefix[0] = 1;
