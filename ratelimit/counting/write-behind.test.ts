@@ -2,8 +2,7 @@
 // write-behind.integration.test.ts): local decisions after a key's first synchronous count,
 // batched flushes with read-back, bypasses, fallback on failure, bounds, and close().
 import t from 'tap';
-import v8 from 'node:v8';
-import vm from 'node:vm';
+import { flatKey, heapGrowth } from '../../harness/heap.js';
 import { MemoryCounterStore } from '../memory/index.js';
 import { CacheError, type CounterOp, type CounterStore } from './store.js';
 import { idleMs, WriteBehindCounterStore, writeBehindEntryBytes } from './write-behind.js';
@@ -185,8 +184,6 @@ t.test('entries are bounded by maxKeys and dropped when idle', async (t) => {
 });
 
 t.test('entries are bounded in bytes: long keys beyond maxBytes are counted synchronously', async (t) => {
-  v8.setFlagsFromString('--expose-gc');
-  const gc = vm.runInNewContext('gc') as () => void;
   // A store that keeps no key (every count is the op's hits), so the heap measured is the layer's own.
   let storeCalls = 0;
   const stateless: CounterStore = {
@@ -201,22 +198,18 @@ t.test('entries are bounded in bytes: long keys beyond maxBytes are counted sync
   const maxBytes = 4 * 1024 * 1024;
   const wb = new WriteBehindCounterStore(stateless, { intervalMs: 60_000, maxKeys: 1_000_000, maxBytes });
   t.teardown(() => wb.close());
-  // Keys built from long request values, each a flat string as a decoded value is.
-  const flat = (k: string) => Buffer.from(k, 'latin1').toString('latin1');
   const pad = 'v'.repeat(2000);
-  gc();
-  const before = process.memoryUsage().heapUsed;
   let over = 0;
-  for (let i = 0; i < 20_000; i++) {
-    await wb.increment([op(flat(`d_header_${i}_${pad}`))]);
-    if (wb.accountedBytes > maxBytes) over++;
-  }
+  const grown = await heapGrowth(async () => {
+    for (let i = 0; i < 20_000; i++) {
+      await wb.increment([op(flatKey(`d_header_${i}_${pad}`))]);
+      if (wb.accountedBytes > maxBytes) over++;
+    }
+  });
   t.equal(over, 0, 'the accounted bytes never exceed CACHE_WRITE_BEHIND_MAX_BYTES');
   const perEntry = writeBehindEntryBytes(`d_header_10000_${pad}`);
   t.ok(wb.size <= maxBytes / (perEntry - 10), `${wb.size} keys kept (40 MB of keys offered)`);
   t.ok(wb.size > 0.9 * (maxBytes / perEntry), 'the budget is used');
-  gc();
-  const grown = process.memoryUsage().heapUsed - before;
   t.ok(
     grown < wb.accountedBytes * 1.25 + 4 * 1024 * 1024,
     `heap grown ${(grown / 1048576).toFixed(1)} MB for ${(wb.accountedBytes / 1048576).toFixed(1)} MB accounted`,

@@ -1,8 +1,7 @@
 // Failure-mode inputs (issue 14): the config field and the settings are validated with errors naming
 // the field; the `local` share and its in-memory windows.
 import t from 'tap';
-import v8 from 'node:v8';
-import vm from 'node:vm';
+import { flatKey, heapGrowth } from '../../harness/heap.js';
 import { loadConfig } from '../config/index.js';
 import { loadSettings } from '../settings/index.js';
 import { LocalFallbackCounter, localShare } from './failure-mode.js';
@@ -93,37 +92,29 @@ t.test('local counter: counts per key within its window, restarts after it', asy
 });
 
 t.test('local counter: long distinct keys stay within its byte budget, oldest windows evicted', async (t) => {
-  v8.setFlagsFromString('--expose-gc');
-  const gc = vm.runInNewContext('gc') as () => void;
   const budget = 8 * 1024 * 1024;
   const now = 1_000_000;
   const c = new LocalFallbackCounter(() => now, budget);
   const pad = 'v'.repeat(1000);
-  gc();
-  const before = process.memoryUsage().heapUsed;
   let over = 0;
-  // 200,000 keys of ~1 KB (200 MB unbounded), each its own flat string as a decoded request value is
-  // (a concatenation would share `pad` as a rope and hide the cost).
-  const flat = (k: string) => Buffer.from(k, 'latin1').toString('latin1');
-  for (let i = 0; i < 200_000; i++) {
-    c.add(flat(`d_header_${i}_${pad}`), 1, 60);
-    if (c.bytes > budget) over++;
-  }
+  // 200,000 keys of ~1 KB (200 MB unbounded).
+  const grown = await heapGrowth(() => {
+    for (let i = 0; i < 200_000; i++) {
+      c.add(flatKey(`d_header_${i}_${pad}`), 1, 60);
+      if (c.bytes > budget) over++;
+    }
+  });
   t.equal(over, 0, 'the accounted bytes never exceed the budget');
   t.ok(c.bytes > budget * 0.9, `the budget is used (${c.bytes} bytes, ${c.size} keys)`);
-  gc();
-  const grown = process.memoryUsage().heapUsed - before;
   t.ok(
     grown < c.bytes * 1.25 + 4 * 1024 * 1024,
     `heap grown ${(grown / 1048576).toFixed(1)} MB for ${(c.bytes / 1048576).toFixed(1)} MB accounted`,
   );
   // Short keys: the per-entry overhead is accounted too.
   const shortKeys = new LocalFallbackCounter(() => now, budget);
-  gc();
-  const beforeShort = process.memoryUsage().heapUsed;
-  for (let i = 0; i < 200_000; i++) shortKeys.add(`d_k_${i}`, 1, 60);
-  gc();
-  const grownShort = process.memoryUsage().heapUsed - beforeShort;
+  const grownShort = await heapGrowth(() => {
+    for (let i = 0; i < 200_000; i++) shortKeys.add(`d_k_${i}`, 1, 60);
+  });
   t.ok(shortKeys.bytes <= budget, `short keys: ${shortKeys.size} kept within the budget`);
   t.ok(
     grownShort < shortKeys.bytes * 1.25 + 4 * 1024 * 1024,

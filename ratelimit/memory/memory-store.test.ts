@@ -1,8 +1,7 @@
 // The memory backend's table is keyed by request values: bounded in bytes (MEMORY_MAX_BYTES), oldest
 // keys evicted first, the heap growing with the accounted bytes and no more.
 import t from 'tap';
-import v8 from 'node:v8';
-import vm from 'node:vm';
+import { flatKey, heapGrowth } from '../../harness/heap.js';
 import type { CounterOp } from '../counting/index.js';
 import { loadSettings } from '../settings/index.js';
 import { MemoryCounterStore } from './memory-store.js';
@@ -10,27 +9,21 @@ import { MemoryCounterStore } from './memory-store.js';
 const op = (key: string): CounterOp => ({ key, hits: 1, expireSeconds: 60, perSecond: false });
 
 t.test('long distinct keys stay within MEMORY_MAX_BYTES; the oldest are evicted', async (t) => {
-  v8.setFlagsFromString('--expose-gc');
-  const gc = vm.runInNewContext('gc') as () => void;
   const maxBytes = 4 * 1024 * 1024;
   const now = 1_000_000;
   const store = new MemoryCounterStore(() => now, 60_000, maxBytes);
   t.teardown(() => store.close());
-  // Each key a flat string, as a decoded request value is.
-  const flat = (k: string) => Buffer.from(k, 'latin1').toString('latin1');
   const pad = 'v'.repeat(2000);
-  gc();
-  const before = process.memoryUsage().heapUsed;
   let over = 0;
-  for (let i = 0; i < 20_000; i++) {
-    await store.increment([op(flat(`d_header_${i}_${pad}`))]);
-    if (store.accountedBytes > maxBytes) over++;
-  }
+  const grown = await heapGrowth(async () => {
+    for (let i = 0; i < 20_000; i++) {
+      await store.increment([op(flatKey(`d_header_${i}_${pad}`))]);
+      if (store.accountedBytes > maxBytes) over++;
+    }
+  });
   t.equal(over, 0, 'the accounted bytes never exceed the budget (40 MB of keys offered)');
   t.ok(store.size > 1000, `${store.size} keys kept`);
   t.equal(store.evicted, 20_000 - store.size, 'every key not kept was evicted');
-  gc();
-  const grown = process.memoryUsage().heapUsed - before;
   t.ok(
     grown < store.accountedBytes * 1.25 + 4 * 1024 * 1024,
     `heap grown ${(grown / 1048576).toFixed(1)} MB for ${(store.accountedBytes / 1048576).toFixed(1)} MB accounted`,
