@@ -348,10 +348,10 @@ async function counters(args: string[], io: Io): Promise<number> {
   const deadline = Date.now() + timeoutMs;
   const within = `within ${timeoutMs / 1000} s`;
   // Every attempt of the store is bounded by --timeout too (REDIS_TIMEOUT may be longer).
-  const bound = (r: RedisSettings) => ({
-    ...r,
-    timeoutMs: r.timeoutMs > 0 ? Math.min(r.timeoutMs, timeoutMs) : timeoutMs,
-  });
+  const bound = (r: RedisSettings): RedisSettings => {
+    const t = r.timeoutMs > 0 ? Math.min(r.timeoutMs, timeoutMs) : timeoutMs;
+    return { ...r, timeoutMs: t, staleRequestMs: t * 2 };
+  };
   const client = new CounterClient({
     ...settings,
     redis: {

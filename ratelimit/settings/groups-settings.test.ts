@@ -36,7 +36,7 @@ t.test('GRPC_* fill settings.grpc', async (t) => {
 
 t.test('REDIS_* fill settings.redis; the per-second deployment only with REDIS_PERSECOND', async (t) => {
   const off = loadSettings({ REDIS_URL: 'r:6379', REDIS_TIMEOUT: '0', REDIS_PERSECOND_URL: 'p:6379' }).redis;
-  t.match(off.main, { url: 'r:6379', timeoutMs: 0, connectTimeoutMs: 10_000 });
+  t.match(off.main, { url: 'r:6379', timeoutMs: 0, connectTimeoutMs: 10_000, staleRequestMs: 30_000 });
   t.equal(off.perSecond, undefined, 'no per-second deployment when REDIS_PERSECOND is off');
   t.same(off.circuitBreaker, { enabled: true, failureThreshold: 5, probeIntervalMs: 500 });
   t.equal(off.startupWaitMs, 10_000);
@@ -46,6 +46,7 @@ t.test('REDIS_* fill settings.redis; the per-second deployment only with REDIS_P
     url: '/var/run/nutcracker/ratelimitpersecond.sock',
     timeoutMs: 2000,
     connectTimeoutMs: 2000,
+    staleRequestMs: 4000,
   });
   t.throws(
     () => loadSettings({ REDIS_PERSECOND_POOL_SIZE: '0' }),

@@ -29,6 +29,9 @@ export interface RedisSettings {
   timeoutMs: number;
   /** The connect timeout: <prefix>_TIMEOUT, or 10 s when that is 0 (no per-command deadline). */
   connectTimeoutMs: number;
+  /** A request older than this means a hung server (direct counting drops the connection): twice
+   * <prefix>_TIMEOUT, or 30 s when that is 0. */
+  staleRequestMs: number;
   /** Ours (<prefix>_DIRECT_COUNTING, default true): INCRBY + EXPIRE on a connection of our own (direct-counter.ts). */
   directCounting: boolean;
 }
@@ -261,10 +264,12 @@ function redisSettings(r: EnvReader, prefix: string, defaultUrl: string): RedisS
     pipelineLimit: r.int(`${prefix}_PIPELINE_LIMIT`, 0, { min: 0 }),
     timeoutMs: r.durationMs(`${prefix}_TIMEOUT`, 10_000),
     connectTimeoutMs: 0,
+    staleRequestMs: 0,
     directCounting: r.bool(`${prefix}_DIRECT_COUNTING`, true),
   };
-  // "0 means 10 s" decided here once: the Redis clients read connectTimeoutMs and make no choice.
+  // "0 means 10 s" (and 30 s) decided here once: the Redis clients read these and make no choice.
   s.connectTimeoutMs = s.timeoutMs > 0 ? s.timeoutMs : 10_000;
+  s.staleRequestMs = s.timeoutMs > 0 ? s.timeoutMs * 2 : 30_000;
   return s;
 }
 
