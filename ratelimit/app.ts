@@ -94,7 +94,7 @@ export class RateLimitApp {
     });
     this.health.add('sigterm', true);
     if (s.healthyWithAtLeastOneConfigLoaded) this.health.add('config', false);
-    if (s.redisHealthCheckActiveConnection) this.health.addProbe('cache', () => this.store.isHealthy());
+    if (s.redis.healthCheckActiveConnection) this.health.addProbe('cache', () => this.store.isHealthy());
     else if (this.store instanceof CircuitBreakerStore) {
       // Not ready for the cache until Redis has answered once (a start without Redis goes on without it).
       const store = this.store;
@@ -226,29 +226,29 @@ export class RateLimitApp {
       stats: this.stats,
       tracing: this.tracing,
       logger: this.logger,
-      host: s.grpcHost,
-      port: s.grpcPort,
-      uds: s.grpcUds || undefined,
-      maxConnectionAgeMs: s.grpcMaxConnectionAgeMs,
-      maxConnectionAgeGraceMs: s.grpcMaxConnectionAgeGraceMs,
-      maxReceiveMessageLength: s.grpcMaxRecvMsgSize,
-      maxDecompressedMessageLength: s.grpcMaxDecompressedMsgSize,
+      host: s.grpc.host,
+      port: s.grpc.port,
+      uds: s.grpc.uds || undefined,
+      maxConnectionAgeMs: s.grpc.maxConnectionAgeMs,
+      maxConnectionAgeGraceMs: s.grpc.maxConnectionAgeGraceMs,
+      maxReceiveMessageLength: s.grpc.maxRecvMsgSize,
+      maxDecompressedMessageLength: s.grpc.maxDecompressedMsgSize,
       requestBounds: s.requestBounds,
-      maxConcurrentStreams: s.grpcMaxConcurrentStreams,
-      maxSessionMemoryMb: s.grpcMaxSessionMemoryMb,
-      tls: s.grpcServerUseTls
+      maxConcurrentStreams: s.grpc.maxConcurrentStreams,
+      maxSessionMemoryMb: s.grpc.maxSessionMemoryMb,
+      tls: s.grpc.tls.enabled
         ? {
-            certFile: s.grpcServerTlsCert,
-            keyFile: s.grpcServerTlsKey,
-            clientCaFile: s.grpcClientTlsCaCert || undefined,
-            clientSan: s.grpcClientTlsSan || undefined,
+            certFile: s.grpc.tls.cert,
+            keyFile: s.grpc.tls.key,
+            clientCaFile: s.grpc.tls.clientCaCert || undefined,
+            clientSan: s.grpc.tls.clientSan || undefined,
           }
         : undefined,
     });
     await this.debug.start();
     await this.http.start();
     await this.grpc.start();
-    if (s.redisHealthCheckActiveConnection) {
+    if (s.redis.healthCheckActiveConnection) {
       this.healthTimer = setInterval(() => this.grpc?.refreshHealth(), 1000);
       this.healthTimer.unref();
     }

@@ -1,6 +1,6 @@
 // The compiled configuration model shared by every door (YAML files, xDS, custom resources).
 // Everything here is immutable once built; a reload builds a new object and swaps it in.
-import type { RateLimitFeature } from '../../proto/index.js';
+import type { RateLimitFeature } from '../../proto/ratelimit-config.js';
 
 /** Units as in envoy.service.ratelimit.v3.RateLimitResponse.RateLimit.Unit (wire numbers in UNIT_NUMBER). */
 export type Unit = 'SECOND' | 'MINUTE' | 'HOUR' | 'DAY' | 'WEEK' | 'MONTH' | 'YEAR';
