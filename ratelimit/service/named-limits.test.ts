@@ -3,7 +3,7 @@
 import t from 'tap';
 import type { LimitSpec } from '../config/index.js';
 import { DEFAULT_MAPPING_YAML, MetricMapper, StatsStore } from '../stats/index.js';
-import { OverLimitLog, REDACTED, sfString } from './named-limits.js';
+import { ietfHeaders, OverLimitLog, REDACTED, sfString, type NamedDecision } from './named-limits.js';
 
 const spec = (name: string): LimitSpec => ({
   algorithm: 'fixed_window',
@@ -97,4 +97,18 @@ t.test('the per-name statistic maps to one Prometheus counter labelled by the na
     name: 'ratelimit_service_named_limit_over_limit',
     labels: { name: 'acme-tenant' },
   });
+});
+
+t.test('the IETF headers list the rejecting limit first, the others in request order', async (t) => {
+  const d = (i: number, name: string, r: number): NamedDecision => ({
+    index: i,
+    spec: spec(name),
+    status: { code: r === 0 ? 'OVER_LIMIT' : 'OK', limitRemaining: r, durationUntilReset: { seconds: 9 } },
+  });
+  const list = [d(0, 'a', 3), d(1, 'b', 0), d(2, 'c', 1)];
+  t.same(ietfHeaders(list, 1), [
+    { key: 'RateLimit-Policy', value: '"b";q=5;w=60, "a";q=5;w=60, "c";q=5;w=60' },
+    { key: 'RateLimit', value: '"b";r=0;t=9, "a";r=3;t=9, "c";r=1;t=9' },
+  ]);
+  t.same(ietfHeaders(list, -1)[1], { key: 'RateLimit', value: '"a";r=3;t=9, "b";r=0;t=9, "c";r=1;t=9' });
 });

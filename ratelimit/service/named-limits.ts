@@ -46,7 +46,10 @@ export function sfString(spec: LimitSpec): string {
 export function ietfHeaders(decisions: readonly NamedDecision[], first: number): WireHeader[] {
   let policy = '';
   let state = '';
-  const add = (d: NamedDecision): void => {
+  // k = -1 stands for `first`; the loop then skips it in its place.
+  for (let k = first >= 0 ? -1 : 0; k < decisions.length; k++) {
+    if (k === first) continue;
+    const d = decisions[k < 0 ? first : k]!;
     const name = sfString(d.spec);
     if (policy !== '') {
       policy += ', ';
@@ -54,9 +57,7 @@ export function ietfHeaders(decisions: readonly NamedDecision[], first: number):
     }
     policy += `${name};q=${d.spec.requestsPerUnit};w=${d.spec.unitSeconds}`;
     state += `${name};r=${d.status.limitRemaining};t=${d.status.durationUntilReset?.seconds ?? 0}`;
-  };
-  if (first >= 0) add(decisions[first]!);
-  for (let i = 0; i < decisions.length; i++) if (i !== first) add(decisions[i]!);
+  }
   return [
     { key: 'RateLimit-Policy', value: policy },
     { key: 'RateLimit', value: state },
@@ -65,17 +66,22 @@ export function ietfHeaders(decisions: readonly NamedDecision[], first: number):
 
 /** The `namedLimits` dynamic metadata: one struct per descriptor that has a limit. */
 export function namedMetadata(domain: string, decisions: readonly NamedDecision[]): unknown[] {
-  return decisions.map((d) => ({
-    descriptor: d.index,
-    name: d.spec.name,
-    domain,
-    limit: d.spec.requestsPerUnit,
-    unit: d.spec.unit,
-    remaining: d.status.limitRemaining,
-    resetSeconds: d.status.durationUntilReset?.seconds ?? 0,
-    algorithm: d.spec.algorithm,
-    code: d.status.code,
-  }));
+  const out: unknown[] = new Array(decisions.length);
+  for (let i = 0; i < decisions.length; i++) {
+    const d = decisions[i]!;
+    out[i] = {
+      descriptor: d.index,
+      name: d.spec.name,
+      domain,
+      limit: d.spec.requestsPerUnit,
+      unit: d.spec.unit,
+      remaining: d.status.limitRemaining,
+      resetSeconds: d.status.durationUntilReset?.seconds ?? 0,
+      algorithm: d.spec.algorithm,
+      code: d.status.code,
+    };
+  }
+  return out;
 }
 
 export interface OverLimitLogOptions {
