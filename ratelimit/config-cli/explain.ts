@@ -415,9 +415,11 @@ const HOW: Record<LevelStep['how'], string> = {
   default: 'key only (default: any value, one counter per value)',
 };
 
-function showLimit(l: LimitExplanation): string {
+/** One limit; with `named`, its own name (one of several limits: the rule's name plus `[i]`). */
+function showLimit(l: LimitExplanation, named = false): string {
   const burst = l.burst === undefined ? '' : `, burst ${l.burst}`;
-  return `${l.requestsPerUnit} per ${l.unit.toLowerCase()}; algorithm: ${l.algorithm}${burst}; named ${l.name}`;
+  const name = named ? `; named ${l.name}` : '';
+  return `${l.requestsPerUnit} per ${l.unit.toLowerCase()}; algorithm: ${l.algorithm}${burst}${name}`;
 }
 
 /** Human-readable explanation. */
@@ -439,7 +441,7 @@ export function formatExplanations(domain: string, list: readonly DescriptorExpl
         out.push(
           `  limits (a hit is admitted only when every one admits it; a rejected hit counts in none):`,
         );
-        for (const l of r.limits) out.push(`    ${showLimit(l)}`);
+        for (const l of r.limits) out.push(`    ${showLimit(l, true)}`);
       } else {
         out.push(`  limit: ${r.limits[0] === undefined ? limit : showLimit(r.limits[0])}`);
       }
