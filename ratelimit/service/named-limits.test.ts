@@ -78,6 +78,11 @@ t.test('the per-name over_limit statistic is bounded in series', async (t) => {
   );
   t.equal(Object.keys(snap).filter((k) => k.includes('named_limit')).length, 3);
   t.equal(new StatsStore({ maxNamedLimits: 0 }).namedLimitOverLimit('a'), undefined, '0 turns it off');
+  t.equal(
+    new StatsStore().namedLimitOverLimit('d.k=a\nb:c|d')!.name,
+    'ratelimit.service.named_limit.d.k=a_b_c_d.over_limit',
+    'no line break or StatsD separator reaches the name',
+  );
 });
 
 t.test('a limit name is written as a structured-field string', async (t) => {

@@ -202,7 +202,14 @@ export class StatsStore {
       if (this.namedOver.size >= this.maxNamedLimits) {
         return (this.unlistedNamedOver ??= this.counter('ratelimit.service.named_limit_unlisted.over_limit'));
       }
-      c = this.counter(`ratelimit.service.named_limit.${sanitizeStatName(name)}.over_limit`);
+      // Control characters too: a request-supplied limit's name carries request values, and a line
+      // break would end the StatsD line.
+      let safe = '';
+      for (const ch of sanitizeStatName(name)) {
+        const code = ch.charCodeAt(0);
+        safe += code < 0x20 || code === 0x7f ? '_' : ch;
+      }
+      c = this.counter(`ratelimit.service.named_limit.${safe}.over_limit`);
       this.namedOver.set(name, c);
     }
     return c;
