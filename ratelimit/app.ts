@@ -14,13 +14,36 @@ import {
   type ConfigUpdate,
 } from './sources/index.js';
 import { DebugServer, HealthChecker, RateLimitGrpcServer, RateLimitHttpServer } from './server/index.js';
-import { RateLimitService } from './service/index.js';
+import { OverLimitLog, RateLimitService, type NamedLimitsOptions } from './service/index.js';
 import type { Env, Settings } from './settings/index.js';
 import { StatsStore, createStatsPipeline, type StatsPipeline } from './stats/index.js';
 import { cacheSpanName, createTracing, type RateLimitTracing } from './tracing/index.js';
 
 /** How long after the drain time (SHUTDOWN_DRAIN_TIMEOUT) the process exits whatever still hangs. */
 export const SHUTDOWN_EXIT_SLACK_MS = 2000;
+
+/** Whether a response or log names limits (then /rlconfig shows the names too). */
+function namedOutputsOn(n: Settings['namedLimits']): boolean {
+  return n.ietfHeaders || n.dynamicMetadata || n.logEnabled;
+}
+
+/** The service's named-limit options; undefined when no output is on (the decision skips them). */
+function namedLimitsOptions(n: Settings['namedLimits'], logger: Logger): NamedLimitsOptions | undefined {
+  if (!namedOutputsOn(n)) return undefined;
+  return {
+    ietfHeaders: n.ietfHeaders,
+    dynamicMetadata: n.dynamicMetadata,
+    overLimitLog: n.logEnabled
+      ? new OverLimitLog({
+          sampleRate: n.logSampleRate,
+          maxPerSecond: n.logMaxPerSecond,
+          redactKeys: n.logRedactKeys,
+          maxValueBytes: n.logMaxValueBytes,
+          info: (msg) => logger.info(msg),
+        })
+      : undefined,
+  };
+}
 
 export interface RateLimitAppOptions {
   settings: Settings;
@@ -58,7 +81,10 @@ export class RateLimitApp {
 
   constructor(private readonly opts: RateLimitAppOptions) {
     const s = (this.settings = opts.settings);
-    this.stats = new StatsStore({ maxUnknownDomains: s.stats.maxUnknownDomains });
+    this.stats = new StatsStore({
+      maxUnknownDomains: s.stats.maxUnknownDomains,
+      maxNamedLimits: s.namedLimits.statsMaxSeries,
+    });
     this.logger = opts.logger ?? createLogger({ level: s.logLevel, format: s.logFormat });
     const stack = buildCounterStack(s, { stats: this.stats, logger: this.logger, base: opts.store });
     this.store = stack.base;
@@ -91,6 +117,7 @@ export class RateLimitApp {
         ? { limit: s.headerLimit, remaining: s.headerRemaining, reset: s.headerReset }
         : null,
       responseDynamicMetadata: s.responseDynamicMetadata,
+      namedLimits: namedLimitsOptions(s.namedLimits, this.logger),
     });
     this.health.add('sigterm', true);
     if (s.healthyWithAtLeastOneConfigLoaded) this.health.add('config', false);
@@ -210,6 +237,7 @@ export class RateLimitApp {
       host: s.debugHost,
       port: s.debugPort,
       pprofEnabled: s.debugPprofEnabled,
+      rlconfigNames: namedOutputsOn(s.namedLimits),
     });
     this.http = new RateLimitHttpServer({
       service: this.service,
