@@ -268,8 +268,10 @@ export class QuotaServer {
     };
   }
 
+  /** Ends a stream for its own error; its slot and subscriptions go at once (not when the client leaves). */
   private fail(s: QuotaStream, err: unknown): void {
     this.metrics.streamErrors.inc();
+    this.close(s);
     if (err instanceof StreamError) s.out.end(err.code, err.message);
     else {
       this.opts.logger.error({ err }, 'unexpected error in a rate limit quota stream');

@@ -327,6 +327,15 @@ function serverStream(
   const closeFns: (() => void)[] = [];
   let headersSent = false;
   let ended = false;
+  let finished = false;
+  // onClose callbacks run once: when the server ends the call, or when the stream closes (client gone),
+  // whichever comes first, so an ended call frees what it holds before the client closes its side.
+  const finish = (): void => {
+    if (finished) return;
+    finished = true;
+    openStreams.delete(out);
+    for (const fn of closeFns) fn();
+  };
   const out: ServerStream<unknown> = {
     get closed() {
       return ended || stream.destroyed || stream.closed;
@@ -348,6 +357,7 @@ function serverStream(
       ended = true;
       if (!headersSent) {
         trailersOnly(stream, code, msg);
+        finish();
         return;
       }
       stream.once('wantTrailers', () =>
@@ -358,14 +368,12 @@ function serverStream(
         ),
       );
       stream.end();
+      finish();
     },
     onClose: (fn) => closeFns.push(fn),
   };
   openStreams.add(out);
-  stream.once('close', () => {
-    openStreams.delete(out);
-    for (const fn of closeFns) fn();
-  });
+  stream.once('close', finish);
   return out;
 }
 
