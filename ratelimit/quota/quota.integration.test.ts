@@ -144,7 +144,12 @@ t.test('the caller errors end that stream only, with INVALID_ARGUMENT naming the
 });
 
 t.test('a config change is pushed at once to every subscriber', async (t) => {
-  const app = await pod(t, { RLQS_REPORTING_INTERVAL: '10s', RLQS_IDLE_TIMEOUT: '60s' });
+  // A 60% move is under the threshold: the periodic pass would not send it, only the reload does.
+  const app = await pod(t, {
+    RLQS_REPORTING_INTERVAL: '10s',
+    RLQS_IDLE_TIMEOUT: '60s',
+    RLQS_REASSIGN_THRESHOLD_PERCENT: '100',
+  });
   const s = stream(t, app);
   s.report('rlqs', { tenant: 'c' }, 10, 10);
   await eventually(
