@@ -3,7 +3,7 @@
 import t, { type Test } from 'tap';
 import { startRedis } from '../../harness/redis/index.js';
 import { eventually, startTestApp, type TestApp } from '../test-support.js';
-import { assignedRate, openQuotaStream, type TestQuotaStream } from './test-client.js';
+import { assignedRate, openQuotaStream, type TestQuotaStream } from './test-support.js';
 
 const CONFIG = `domain: rlqs
 descriptors:
