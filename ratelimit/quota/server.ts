@@ -122,14 +122,19 @@ export class QuotaServer {
         b.subs.set(s, sub);
         s.buckets.set(key, b);
       }
-      const rate = (u.allowed + u.denied) / u.elapsedSeconds;
-      const a = this.q.demandSmoothing;
-      sub.demand = sub.reports === 0 ? rate : a * rate + (1 - a) * sub.demand;
-      sub.reports++;
+      // A report covering less than a quarter of the reporting interval (Envoy's first report of a new
+      // bucket, sent as it is created) subscribes without a demand sample: one request over a few
+      // microseconds is no rate. The subscriber then weighs as a newcomer (allocator.ts).
+      if (u.elapsedSeconds * 1000 >= this.q.reportingIntervalMs / 4) {
+        const rate = (u.allowed + u.denied) / u.elapsedSeconds;
+        const a = this.q.demandSmoothing;
+        sub.demand = sub.reports === 0 ? rate : a * rate + (1 - a) * sub.demand;
+        sub.reports++;
+        maxElapsed = Math.max(maxElapsed, u.elapsedSeconds);
+      }
       sub.lastReportMs = now;
       b.rule.allowed.inc(u.allowed);
       b.rule.denied.inc(u.denied);
-      maxElapsed = Math.max(maxElapsed, u.elapsedSeconds);
       touched.push(b);
     }
     if (maxElapsed > 0) s.intervalMs = Math.min(3_600_000, Math.max(40, maxElapsed * 1000));
@@ -259,7 +264,11 @@ export class QuotaServer {
   /** Divides the bucket's budget and queues the assignments that must be sent. */
   private reallocate(b: Bucket, force: boolean): void {
     const subs = [...b.subs];
-    const demands: Demand[] = subs.map(([, sub]) => ({ demand: sub.demand, established: sub.reports >= 2 }));
+    const demands: Demand[] = subs.map(([, sub]) => ({
+      demand: sub.demand,
+      established: sub.reports >= 2,
+      sampled: sub.reports >= 1,
+    }));
     let podShare = 0;
     if (b.budget.kind === 'rate') {
       podShare = b.budget.perSecond * podFraction(b.localDemand(), b.fleet.othersDemand, this.q.expectedPods);
