@@ -321,8 +321,17 @@ export class QuotaServer {
     s.out.send({ bucketAction: actions });
   }
 
-  /** Abandons idle buckets, exchanges fleet demand once per window, refreshes assignments. */
+  /** The periodic pass; an unexpected error is logged, never thrown out of the timer (the process stays up). */
   private tick(): void {
+    try {
+      this.pass();
+    } catch (err) {
+      this.opts.logger.error({ err }, 'rate limit quota pass failed');
+    }
+  }
+
+  /** Abandons idle buckets, exchanges fleet demand once per window, refreshes assignments. */
+  private pass(): void {
     const now = this.now();
     for (const s of this.streams) {
       let abandoned: WireBucketAction[] | undefined;
