@@ -112,6 +112,11 @@ export interface RateLimitConfig {
    * with `names`, each line ends in `, name: <limit name>` (LimitSpec.name).
    */
   dump(names?: boolean): string;
+  /**
+   * The entry keys on the path to every entry that has a rule, root first, in config order (what a
+   * descriptor must list, in this order, to reach that rule). Empty for an unknown domain.
+   */
+  ruleKeyPaths(domain: string): readonly (readonly string[])[];
 }
 
 /** Input to the loader: one YAML document (text) with a name used in error messages (usually the file path). */
