@@ -1,7 +1,10 @@
 // A DiscoveryResponse encoded once per resource set and written as the same bytes to every stream
-// that is sent that set: with N pods on one version, the resources are serialized once, not N times
-// (CPU per push stays flat in the number of pods). Only the nonce differs between streams; it is the
-// last field, appended to a copy of the shared bytes (protobuf fields may come in any order).
+// that is sent that set: with N pods on one version, the resources are serialized once, not N times,
+// and not copied per stream either (grpc-js frames the bytes once per stream; a second copy of a
+// large set per stream cost as much CPU as the rest of a push). So the nonce is per encoded response,
+// not per stream: unique on each stream all the same, since a stream is sent a given response at most
+// once, except when a client asks again for a version it already had, and then the same content
+// under the same nonce is exactly what it is.
 //
 // DiscoveryResponse (envoy.service.discovery.v3): version_info = 1, resources = 2 (google.protobuf.Any:
 // type_url = 1, value = 2), type_url = 4, nonce = 5, control_plane = 6 (ControlPlane: identifier = 1).
@@ -55,17 +58,21 @@ class Out {
 /** One resource set's response, shared by every stream that is sent it. */
 export interface EncodedResponse {
   readonly version: string;
-  /** Every field but the nonce. */
-  readonly body: Buffer;
-  /** Encoded size with a nonce of `nonceBytes` bytes. */
-  size(nonceBytes: number): number;
+  readonly nonce: string;
+  /** The whole encoded DiscoveryResponse. */
+  readonly bytes: Buffer;
   /** Features the set's resources require (the union, sorted); empty for most sets. */
   readonly requiredFeatures: readonly string[];
 }
 
-/** Encodes a resource set's response without its nonce (see withNonce). */
-export function encodeResponse(set: ResourceSet, identifier: string | undefined): EncodedResponse {
+/** Encodes a resource set's response. */
+export function encodeResponse(
+  set: ResourceSet,
+  identifier: string | undefined,
+  nonce: string,
+): EncodedResponse {
   const version = Buffer.from(set.version, 'utf8');
+  const nonceBytes = Buffer.from(nonce, 'utf8');
   const typeUrl = Buffer.from(set.typeUrl, 'utf8');
   const ident = identifier ? Buffer.from(identifier, 'utf8') : undefined;
   // Resources of one set share their type URL nearly always: one Buffer per distinct URL.
@@ -76,7 +83,7 @@ export function encodeResponse(set: ResourceSet, identifier: string | undefined)
     return b;
   };
   const features = new Set<string>();
-  let total = fieldSize(version.length) + fieldSize(typeUrl.length);
+  let total = fieldSize(version.length) + fieldSize(typeUrl.length) + fieldSize(nonceBytes.length);
   if (ident) total += fieldSize(fieldSize(ident.length));
   const values: Uint8Array[] = new Array(set.resources.length);
   for (let i = 0; i < set.resources.length; i++) {
@@ -95,27 +102,11 @@ export function encodeResponse(set: ResourceSet, identifier: string | undefined)
     out.bytes(TAG_ANY_VALUE, values[i]);
   }
   out.bytes(TAG_TYPE_URL, typeUrl);
+  out.bytes(TAG_NONCE, nonceBytes);
   if (ident) {
     out.header(TAG_CONTROL_PLANE, fieldSize(ident.length));
     out.bytes(TAG_IDENTIFIER, ident);
   }
   if (out.pos !== total) throw new Error(`DiscoveryResponse size mismatch: ${out.pos} of ${total}`);
-  const body = out.buf;
-  return {
-    version: set.version,
-    body,
-    size: (nonceBytes) => body.length + fieldSize(nonceBytes),
-    requiredFeatures: [...features].sort(),
-  };
-}
-
-/** The bytes for one stream: the shared body and this stream's nonce (ASCII). */
-export function withNonce(encoded: EncodedResponse, nonce: string): Buffer {
-  const body = encoded.body;
-  const out = new Out(Buffer.allocUnsafe(body.length + fieldSize(nonce.length)));
-  out.buf.set(body, 0);
-  out.pos = body.length;
-  out.header(TAG_NONCE, nonce.length);
-  out.pos += out.buf.write(nonce, out.pos, 'latin1');
-  return out.buf;
+  return { version: set.version, nonce, bytes: out.buf, requiredFeatures: [...features].sort() };
 }

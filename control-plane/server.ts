@@ -15,7 +15,7 @@ import {
   type WireDiscoveryRequest,
 } from '../proto/index.js';
 import type { ResourceSet, SnapshotCache } from './cache.js';
-import { encodeResponse, withNonce, type EncodedResponse } from './response-encoding.js';
+import { encodeResponse, type EncodedResponse } from './response-encoding.js';
 import { ReloadingTlsFiles, reloadingServerCredentials, type TlsFiles } from './tls.js';
 import { silentLogger, type Logger } from '../common/index.js';
 import {
@@ -346,8 +346,7 @@ export class AdsServer extends EventEmitter<AdsServerEvents> {
     }
     ts.withheld = undefined;
     if (ts.oversizeVersion === set.version) return;
-    const nonce = `${this.noncePrefix}-${this.nonceSeq + 1}`;
-    const bytes = encoded.size(nonce.length);
+    const bytes = encoded.bytes.length;
     if (bytes > this.maxSendBytes) {
       // Sending it would fail the stream (or the client would refuse it) and the pod would reconnect
       // in a loop on its old config; say so once per stream and version instead, and send nothing.
@@ -374,11 +373,11 @@ export class AdsServer extends EventEmitter<AdsServerEvents> {
       });
       return;
     }
-    this.nonceSeq++;
+    const nonce = encoded.nonce;
     ts.versionSent = set.version;
     ts.nonceSent = nonce;
     ts.awaitingAck = true;
-    s.call.write(withNonce(encoded, nonce));
+    s.call.write(encoded.bytes);
     this.log.debug({ stream: s.id, node: s.nodeId, version: set.version, nonce }, 'xDS response sent');
     this.emit('response', {
       stream: s,
@@ -392,7 +391,7 @@ export class AdsServer extends EventEmitter<AdsServerEvents> {
   private encodedResponse(set: ResourceSet): EncodedResponse {
     let e = this.encoded.get(set);
     if (!e) {
-      e = encodeResponse(set, this.opts.identifier);
+      e = encodeResponse(set, this.opts.identifier, `${this.noncePrefix}-${++this.nonceSeq}`);
       this.encoded.set(set, e);
       this.encodes++;
     }
