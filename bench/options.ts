@@ -43,6 +43,8 @@ export interface BenchOptions {
   profile: boolean;
   /** Run our service with --trace-gc: its GC pauses join the latency phase's tail attribution. */
   traceGc: boolean;
+  /** Extra node/V8 flags for our service (`--ours-node-flags="--max-semi-space-size=4"`), e.g. GC settings. */
+  oursNodeFlags: string[];
   /** Node binary that runs our service (--node), and the one the `nodes` phase compares it with. */
   node?: string;
   compareNode?: string;
@@ -99,6 +101,7 @@ export function parseArgs(argv: string[], phaseNames: readonly string[]): BenchO
     outDir: get('out') ?? join(REPO_ROOT, 'bench-results', stamp),
     profile: argv.includes('--profile'),
     traceGc: argv.includes('--trace-gc'),
+    oursNodeFlags: (get('ours-node-flags') ?? '').split(' ').filter(Boolean),
     node: get('node'),
     compareNode: get('compare-node'),
     log: (m) => process.stderr.write(`[bench] ${m}\n`),
