@@ -24,6 +24,12 @@ export interface BenchOptions {
   reloads: number;
   xdsClients: number;
   xdsChanges: number;
+  /** xds-compare: pod counts and domain counts (every pair), rounds per server, pushes per round, descriptors per domain. */
+  xdsPods: string;
+  xdsDomains: string;
+  xdsRounds: number;
+  xdsPushes: number;
+  xdsDescriptors: number;
   /** Load shapes of the saturation and latency phases (`--shapes=2x50,64x2`). */
   shapes: Shape[];
   /** Load drivers of the saturation and latency phases, interleaved in the same rounds (`--drivers=`). */
@@ -37,6 +43,8 @@ export interface BenchOptions {
   profile: boolean;
   /** Run our service with --trace-gc: its GC pauses join the latency phase's tail attribution. */
   traceGc: boolean;
+  /** Extra node/V8 flags for our service (`--ours-node-flags="--max-semi-space-size=4"`), e.g. GC settings. */
+  oursNodeFlags: string[];
   /** Node binary that runs our service (--node), and the one the `nodes` phase compares it with. */
   node?: string;
   compareNode?: string;
@@ -81,6 +89,11 @@ export function parseArgs(argv: string[], phaseNames: readonly string[]): BenchO
     reloads: Number(get('reloads') ?? (quick ? 2 : 3)),
     xdsClients: Number(get('xds-clients') ?? 500),
     xdsChanges: Number(get('xds-changes') ?? (quick ? 2 : 5)),
+    xdsPods: get('xds-pods') ?? (quick ? '100' : '100,1000'),
+    xdsDomains: get('xds-domains') ?? '10,1000',
+    xdsRounds: Number(get('xds-rounds') ?? (quick ? 1 : 2)),
+    xdsPushes: Number(get('xds-pushes') ?? (quick ? 3 : 5)),
+    xdsDescriptors: Number(get('xds-descriptors') ?? 10),
     shapes: parseShapes(get('shapes') ?? DEFAULT_SHAPES),
     drivers,
     runs,
@@ -88,6 +101,7 @@ export function parseArgs(argv: string[], phaseNames: readonly string[]): BenchO
     outDir: get('out') ?? join(REPO_ROOT, 'bench-results', stamp),
     profile: argv.includes('--profile'),
     traceGc: argv.includes('--trace-gc'),
+    oursNodeFlags: (get('ours-node-flags') ?? '').split(' ').filter(Boolean),
     node: get('node'),
     compareNode: get('compare-node'),
     log: (m) => process.stderr.write(`[bench] ${m}\n`),

@@ -132,6 +132,7 @@ export async function runBench(o: BenchOptions, copyLatest = true): Promise<Benc
       nodeArgs: [
         ...(o.profile ? ['--cpu-prof', `--cpu-prof-dir=${o.outDir}`] : []),
         ...(o.traceGc ? ['--trace-gc'] : []),
+        ...o.oursNodeFlags,
       ],
       loopProbeFile: join(o.outDir, OURS_LOOP_PROBE_FILE),
     });

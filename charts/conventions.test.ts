@@ -208,6 +208,25 @@ t.test('ratelimit.service.headless: a headless Service for Envoy STRICT_DNS', as
   );
 });
 
+t.test(
+  'ratelimit.nodeOptions: the service runs with the GC settings for one core, and they can be unset',
+  async (t) => {
+    const deployment = async (values: object) => find(await rendered(values), 'Deployment', 'rl-ratelimit');
+    t.equal(envOf(await deployment(REDIS)).NODE_OPTIONS, '--max-semi-space-size=4', 'on by default');
+    t.equal(
+      envOf(await deployment({ ...REDIS, ratelimit: { nodeOptions: '--max-semi-space-size=8' } }))
+        .NODE_OPTIONS,
+      '--max-semi-space-size=8',
+    );
+    t.notOk(
+      'NODE_OPTIONS' in envOf(await deployment({ ...REDIS, ratelimit: { nodeOptions: '' } })),
+      '"" sets none',
+    );
+    const operator = find(await rendered(REDIS), 'Deployment', 'rl-ratelimit-operator');
+    t.notOk('NODE_OPTIONS' in envOf(operator), 'the operator keeps Node defaults');
+  },
+);
+
 const limitYaml = (domain: string) =>
   `domain: ${domain}\ndescriptors:\n  - key: remote_address\n    rate_limit: { unit: minute, requests_per_unit: 60 }\n`;
 

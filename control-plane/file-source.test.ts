@@ -13,6 +13,8 @@ import { InMemorySnapshotCache } from './cache.js';
 import { registerSourceMetrics } from './metrics.js';
 import { DirectoryConfigSource, parseConfigFile } from './file-source.js';
 import { USAGE_FLAGS } from './usage.js';
+import { AdsServer } from './server.js';
+import { openRawAdsStream } from './testing.js';
 
 const plain = (domain: string, rpu: number) =>
   `domain: ${domain}\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: minute\n      requests_per_unit: ${rpu}\n`;
@@ -134,6 +136,49 @@ t.test('directory source: add, modify, break (last good keeps serving), fix, per
   unlinkSync(join(dir, 'b.yaml'));
   await loaded;
   t.same(names(cache, 'any'), ['a.yaml']);
+});
+
+t.test('a change reaches the streams at once, not after the coalescing window', async (t) => {
+  // A window far longer than the deadline: the first change must not wait for it.
+  const dir = tempDir(t);
+  const cache = new InMemorySnapshotCache();
+  put(dir, 'a.yaml', plain('a', 1));
+  const src = new DirectoryConfigSource({ dir, cache, debounceMs: 120_000, rescanIntervalMs: 0 });
+  t.teardown(() => src.close());
+  await src.start();
+  const server = new AdsServer({ cache, listen: '127.0.0.1:0' });
+  await server.start();
+  t.teardown(() => server.close());
+  const s = openRawAdsStream(`127.0.0.1:${server.port}`, 'pod-1');
+  t.teardown(() => s.close());
+  s.send({ versionInfo: '' });
+  const r1 = await s.next(30_000);
+  s.send({ versionInfo: r1.versionInfo, responseNonce: r1.nonce });
+
+  put(dir, 'a.yaml', plain('a', 2));
+  const r2 = await s.next(30_000);
+  t.not(r2.versionInfo, r1.versionInfo);
+  t.equal(decodeRateLimitConfig(r2.resources![0].value!).descriptors[0].rateLimit?.requestsPerUnit, 2);
+});
+
+t.test('changes within the coalescing window after a read are read together once', async (t) => {
+  const dir = tempDir(t);
+  const cache = new InMemorySnapshotCache();
+  put(dir, 'a.yaml', plain('a', 1));
+  const src = new DirectoryConfigSource({ dir, cache, debounceMs: 3000, rescanIntervalMs: 0 });
+  t.teardown(() => src.close());
+  await src.start();
+  let loads = 0;
+  src.on('loaded', () => loads++);
+  const first = until(src, 'loaded', 30_000);
+  put(dir, 'a.yaml', plain('a', 2));
+  await first;
+  put(dir, 'b.yaml', plain('b', 1));
+  put(dir, 'c.yaml', plain('c', 1));
+  const deadline = Date.now() + 30_000;
+  while (names(cache, 'any').length < 3 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  t.same(names(cache, 'any'), ['a.yaml', 'b.yaml', 'c.yaml']);
+  t.equal(loads, 2, 'the first change, then both later ones in one read');
 });
 
 t.test('two files with the same domain are rejected unless merging is on', async (t) => {

@@ -4,11 +4,14 @@
 //   <dir>/*.yaml                  -> the default snapshot (every node without its own)
 //   <dir>/nodes/<node-id>/*.yaml  -> that node's own snapshot
 //
-// Re-read on change (fs.watch, debounced) and by a periodic rescan (fs.watch misses changes on
+// Re-read on change (fs.watch) and by a periodic rescan (fs.watch misses changes on
 // some filesystems and on ConfigMap symlink swaps). An invalid file is logged with the validator's
 // message and the last good snapshot of its group keeps serving. An empty file is a document too
 // (the validator refuses its empty domain, as the service and `ratelimit-config validate` do), so a
-// truncated file never serves "no domains". Content that fails is re-read a few times after a
+// truncated file never serves "no domains". A change is read as soon as its writes have settled
+// (settleMs of quiet, 10 ms by default), not after a fixed delay; a burst of changes is coalesced into
+// at most one read per debounceMs window (200 ms by default), so an edit storm cannot keep the
+// control plane re-validating and re-pushing. Content that fails is re-read a few times after a
 // short pause before it is declared rejected: an editor's truncate-then-write or a copy in progress
 // is caught mid-write now and then, and its next read is the finished file.
 import { EventEmitter } from 'node:events';
@@ -35,8 +38,14 @@ export const RATELIMIT_CRD_KIND = 'RateLimitConfig';
 export interface DirectorySourceOptions {
   readonly dir: string;
   readonly cache: SnapshotCache;
-  /** Quiet period after a change before re-reading (default 200 ms). */
+  /**
+   * Coalescing window: after a read triggered by a change, further changes are read together at the
+   * end of this window (default 200 ms). The first change after a quiet window is read at once
+   * (after settleMs).
+   */
   readonly debounceMs?: number;
+  /** Quiet period after a change's last file event before reading it (default 10 ms; at most debounceMs). */
+  readonly settleMs?: number;
   /** Periodic rescan (default 5000 ms; 0 disables). */
   readonly rescanIntervalMs?: number;
   /** Pause before re-reading content that failed, in case it was caught mid-write (default 250 ms). */
@@ -120,6 +129,8 @@ export function parseConfigFile(displayName: string, text: string): FileConfigSo
   return out;
 }
 
+export const DEFAULT_DEBOUNCE_MS = 200;
+export const DEFAULT_SETTLE_MS = 10;
 export const DEFAULT_REREAD_DELAY_MS = 250;
 export const DEFAULT_REREAD_ATTEMPTS = 3;
 
@@ -127,6 +138,9 @@ export class DirectoryConfigSource extends EventEmitter<DirectorySourceEvents> {
   private readonly log: Logger;
   private readonly watchers = new Map<string, FSWatcher>();
   private debounce: NodeJS.Timeout | undefined;
+  /** performance.now() of the first file event not read yet, and of the last read a file event caused. */
+  private pendingSince: number | undefined;
+  private lastChangeRead = -Infinity;
   private interval: NodeJS.Timeout | undefined;
   /** Per group: fingerprint of the last content tried, so an unchanged broken file is not re-logged. */
   private readonly tried = new Map<string, string>();
@@ -188,13 +202,28 @@ export class DirectoryConfigSource extends EventEmitter<DirectorySourceEvents> {
     }
   }
 
+  /**
+   * Schedules the read of a change: settleMs after the last file event (a write often fires several),
+   * but no later than debounceMs after the first one, and no earlier than debounceMs after the last read
+   * a change caused (bursts are coalesced into one read per window).
+   */
   private scheduleRescan(): void {
     if (!this.started) return;
+    const now = performance.now();
+    const window = this.opts.debounceMs ?? DEFAULT_DEBOUNCE_MS;
+    const settle = Math.min(this.opts.settleMs ?? DEFAULT_SETTLE_MS, window);
+    this.pendingSince ??= now;
+    const at = Math.max(Math.min(now + settle, this.pendingSince + window), this.lastChangeRead + window);
     if (this.debounce) clearTimeout(this.debounce);
-    this.debounce = setTimeout(() => {
-      this.debounce = undefined;
-      this.rescan();
-    }, this.opts.debounceMs ?? 200);
+    this.debounce = setTimeout(
+      () => {
+        this.debounce = undefined;
+        this.pendingSince = undefined;
+        this.lastChangeRead = performance.now();
+        this.rescan();
+      },
+      Math.max(0, at - now),
+    );
   }
 
   /** One re-read of every group after the settle pause (unchanged groups are skipped by fingerprint). */

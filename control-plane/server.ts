@@ -13,9 +13,9 @@ import {
   adsServiceDefinition,
   XDS_MAX_MESSAGE_BYTES,
   type WireDiscoveryRequest,
-  type WireDiscoveryResponse,
 } from '../proto/index.js';
-import type { Resource, SnapshotCache } from './cache.js';
+import type { ResourceSet, SnapshotCache } from './cache.js';
+import { encodeResponse, type EncodedResponse } from './response-encoding.js';
 import { ReloadingTlsFiles, reloadingServerCredentials, type TlsFiles } from './tls.js';
 import { silentLogger, type Logger } from '../common/index.js';
 import {
@@ -57,7 +57,6 @@ export interface AdsServerOptions {
 
 export const DEFAULT_LISTEN = '0.0.0.0:18000';
 
-/** Features some resource requires that the pod did not announce, sorted. */
 /**
  * The address grpc-js bound for `listen` (host as given, the port it chose for port 0): what the
  * listening line names, so `0.0.0.0:18000` reads as every interface. grpc-js shows no socket address.
@@ -67,13 +66,26 @@ function boundAddress(listen: string, port: number): string {
   return i < 0 ? `${listen}:${port}` : `${listen.slice(0, i)}:${port}`;
 }
 
-function missingFeatures(resources: readonly Resource[], announced: ReadonlySet<string>): string[] {
-  let missing: Set<string> | undefined;
-  for (const r of resources) {
-    for (const f of r.requiredFeatures ?? []) if (!announced.has(f)) (missing ??= new Set()).add(f);
-  }
-  return missing ? [...missing].sort() : [];
+/** Features some resource requires that the pod did not announce, sorted. */
+function missingFeatures(required: readonly string[], announced: ReadonlySet<string>): string[] {
+  return required.length === 0 ? required.slice() : required.filter((f) => !announced.has(f));
 }
+
+/**
+ * The ADS service with responses written as bytes: each version is encoded once (response-encoding.ts)
+ * and the same bytes go to every stream, instead of grpc-js serializing a response object per stream.
+ */
+function preencodedAdsDefinition(): grpc.ServiceDefinition {
+  const def = adsServiceDefinition();
+  return Object.fromEntries(
+    Object.entries(def).map(([name, method]) => [
+      name,
+      name === 'StreamAggregatedResources' ? { ...method, responseSerialize: (b: Buffer) => b } : method,
+    ]),
+  );
+}
+
+type AdsCall = grpc.ServerDuplexStream<WireDiscoveryRequest, Buffer>;
 
 class TypeState implements StreamTypeState {
   versionSent: string | undefined;
@@ -100,7 +112,7 @@ class OpenStream implements StreamState {
   constructor(
     readonly id: number,
     readonly peer: string,
-    readonly call: grpc.ServerDuplexStream<WireDiscoveryRequest, WireDiscoveryResponse>,
+    readonly call: AdsCall,
   ) {}
 }
 
@@ -117,6 +129,9 @@ export class AdsServer extends EventEmitter<AdsServerEvents> {
   private readonly onCacheChange = () => this.pushAll();
   private readonly maxSendBytes: number;
   private tlsFiles: ReloadingTlsFiles | undefined;
+  /** Each resource set's response, encoded the first time a stream is sent it. */
+  private readonly encoded = new WeakMap<ResourceSet, EncodedResponse>();
+  private encodes = 0;
 
   constructor(private readonly opts: AdsServerOptions) {
     super();
@@ -128,6 +143,11 @@ export class AdsServer extends EventEmitter<AdsServerEvents> {
   /** Port bound by start(). */
   get port(): number {
     return this.boundPort;
+  }
+
+  /** Responses encoded so far: one per resource set sent, however many streams it went to. */
+  get responsesEncoded(): number {
+    return this.encodes;
   }
 
   /** Snapshot of every open stream that has sent its first request. */
@@ -150,10 +170,8 @@ export class AdsServer extends EventEmitter<AdsServerEvents> {
     if (ka.maxConnectionAgeGraceMs)
       channelOptions['grpc.max_connection_age_grace_ms'] = ka.maxConnectionAgeGraceMs;
     const server = new grpc.Server(channelOptions);
-    server.addService(adsServiceDefinition(), {
-      StreamAggregatedResources: (
-        call: grpc.ServerDuplexStream<WireDiscoveryRequest, WireDiscoveryResponse>,
-      ) => this.handleStream(call),
+    server.addService(preencodedAdsDefinition(), {
+      StreamAggregatedResources: (call: AdsCall) => this.handleStream(call),
       DeltaAggregatedResources: (call: grpc.ServerDuplexStream<unknown, unknown>) => {
         call.emit('error', {
           code: grpc.status.UNIMPLEMENTED,
@@ -210,7 +228,7 @@ export class AdsServer extends EventEmitter<AdsServerEvents> {
     for (const s of [...this.open.values()]) this.closeStream(s);
   }
 
-  private handleStream(call: grpc.ServerDuplexStream<WireDiscoveryRequest, WireDiscoveryResponse>): void {
+  private handleStream(call: AdsCall): void {
     const s = new OpenStream(++this.streamSeq, call.getPeer(), call);
     this.open.set(s.id, s);
     call.on('data', (req: WireDiscoveryRequest) => {
@@ -313,7 +331,8 @@ export class AdsServer extends EventEmitter<AdsServerEvents> {
     if (set.version === ts.clientVersion || ts.nackedVersions.has(set.version)) return;
     // Never send a config that uses a feature the pod did not announce: a reference pod would ignore
     // the fields and enforce something else (a sliding window as a fixed one, rate_limits as nothing).
-    const missing = missingFeatures(set.resources, s.features);
+    const encoded = this.encodedResponse(set);
+    const missing = missingFeatures(encoded.requiredFeatures, s.features);
     if (missing.length > 0) {
       if (ts.withheld?.version !== set.version) {
         ts.withheld = { version: set.version, features: missing };
@@ -327,7 +346,7 @@ export class AdsServer extends EventEmitter<AdsServerEvents> {
     }
     ts.withheld = undefined;
     if (ts.oversizeVersion === set.version) return;
-    const bytes = responseSize(set.resources, set.version, ts.typeUrl);
+    const bytes = encoded.bytes.length;
     if (bytes > this.maxSendBytes) {
       // Sending it would fail the stream (or the client would refuse it) and the pod would reconnect
       // in a loop on its old config; say so once per stream and version instead, and send nothing.
@@ -354,18 +373,11 @@ export class AdsServer extends EventEmitter<AdsServerEvents> {
       });
       return;
     }
-    const nonce = `${this.noncePrefix}-${++this.nonceSeq}`;
-    const resp: WireDiscoveryResponse = {
-      versionInfo: set.version,
-      typeUrl: ts.typeUrl,
-      nonce,
-      resources: set.resources.map((r) => ({ type_url: r.typeUrl, value: r.value })),
-      controlPlane: this.opts.identifier ? { identifier: this.opts.identifier } : null,
-    };
+    const nonce = encoded.nonce;
     ts.versionSent = set.version;
     ts.nonceSent = nonce;
     ts.awaitingAck = true;
-    s.call.write(resp);
+    s.call.write(encoded.bytes);
     this.log.debug({ stream: s.id, node: s.nodeId, version: set.version, nonce }, 'xDS response sent');
     this.emit('response', {
       stream: s,
@@ -376,6 +388,16 @@ export class AdsServer extends EventEmitter<AdsServerEvents> {
     });
   }
 
+  private encodedResponse(set: ResourceSet): EncodedResponse {
+    let e = this.encoded.get(set);
+    if (!e) {
+      e = encodeResponse(set, this.opts.identifier, `${this.noncePrefix}-${++this.nonceSeq}`);
+      this.encoded.set(set, e);
+      this.encodes++;
+    }
+    return e;
+  }
+
   /** Offers the current snapshot to every open stream (a no-op for those already on it or awaiting an ACK). */
   private pushAll(): void {
     for (const s of this.open.values()) {
@@ -383,12 +405,4 @@ export class AdsServer extends EventEmitter<AdsServerEvents> {
       for (const ts of s.types.values()) this.respond(s, ts);
     }
   }
-}
-
-/** Upper bound of a DiscoveryResponse's encoded size: the resources (as Any) and the header fields. */
-function responseSize(resources: readonly Resource[], version: string, typeUrl: string): number {
-  // tag + length varint (at most 5 bytes) per field; nonce and control plane identifier < 256 bytes.
-  let total = 512 + version.length + typeUrl.length;
-  for (const r of resources) total += r.value.length + r.typeUrl.length + 16;
-  return total;
 }

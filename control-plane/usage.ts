@@ -23,7 +23,10 @@ Options:
   --tls-client-ca <file>      CA bundle for client certificates; enables mutual TLS
   --merge-domain-config       allow several files with the same domain (MERGE_DOMAIN_CONFIG)
   --rescan-interval <ms>      periodic rescan besides fs.watch (default 5000; 0 disables)
-  --debounce <ms>             quiet period after a change before re-reading (default 200)
+  --debounce <ms>             coalescing window: at most one change-triggered read per window;
+                              the first change after a quiet window is read at once (default 200)
+  --settle <ms>               quiet period after a change's last file event before reading it
+                              (default 10)
   --reread-delay <ms>         pause before reading failing content again (default 250)
   --reread-attempts <n>       re-reads of failing content before it is rejected (default 3)
   --keepalive-time <ms>       server keepalive ping interval (default 30000)
@@ -50,6 +53,7 @@ export const USAGE_FLAGS = [
   '--merge-domain-config',
   '--rescan-interval',
   '--debounce',
+  '--settle',
   '--reread-delay',
   '--reread-attempts',
   '--keepalive-time',

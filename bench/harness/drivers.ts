@@ -69,11 +69,16 @@ export const loadgenDriver: LoadDriver = {
 const GO_DRIVER_DIR = join(REPO_ROOT, 'bench/load/go-driver');
 const TOOLS_CACHE = process.env.RATELIMIT_TOOLS_CACHE ?? join(homedir(), '.cache', 'ratelimit-ts-tools');
 
-/** Where the Go driver of these sources lives: versioned by a hash of main.go, go.mod and go.sum. */
-export function goDriverPath(): string {
+/** Where a Go program of bench/load/<dir> lives: versioned by a hash of main.go, go.mod and go.sum. */
+function goProgramPath(dir: string, name: string): string {
   const h = createHash('sha256');
-  for (const f of ['main.go', 'go.mod', 'go.sum']) h.update(readFileSync(join(GO_DRIVER_DIR, f)));
-  return join(TOOLS_CACHE, `bench-go-driver-${h.digest('hex').slice(0, 12)}`, 'bench-go-driver');
+  for (const f of ['main.go', 'go.mod', 'go.sum']) h.update(readFileSync(join(dir, f)));
+  return join(TOOLS_CACHE, `${name}-${h.digest('hex').slice(0, 12)}`, name);
+}
+
+/** Where the Go driver of these sources lives. */
+export function goDriverPath(): string {
+  return goProgramPath(GO_DRIVER_DIR, 'bench-go-driver');
 }
 
 function goCommand(): string | undefined {
@@ -84,32 +89,33 @@ function goCommand(): string | undefined {
 }
 
 /**
- * The Go driver's binary, built first when missing (`go build`, module proxy only, ~15 s to a minute;
- * nice 10). Returns undefined with the reason logged when Go is missing or the build fails.
+ * A Go program of bench/load/, built first when missing (`go build`, module proxy only, ~15 s to a
+ * minute; nice 10) into the tools cache, never into the work tree. Returns undefined with the reason
+ * logged when Go is missing or the build fails.
  */
-export function ensureGoDriver(log: (m: string) => void): string | undefined {
-  const out = goDriverPath();
+function ensureGoProgram(dir: string, name: string, log: (m: string) => void): string | undefined {
+  const out = goProgramPath(dir, name);
   if (existsSync(out)) return out;
   const go = goCommand();
   if (!go) {
-    log('go driver: no go command (set GO=...): measuring with our load generator only');
+    log(`${name}: no go command (set GO=...)`);
     return undefined;
   }
-  log(`go driver: building ${out} ...`);
+  log(`${name}: building ${out} ...`);
   mkdirSync(join(out, '..'), { recursive: true });
   const tmp = `${out}.tmp-${process.pid}`;
   const r = spawnSync('nice', ['-n', '10', go, 'build', '-trimpath', '-o', tmp, '.'], {
-    cwd: GO_DRIVER_DIR,
+    cwd: dir,
     env: { ...process.env, GOTOOLCHAIN: 'local', CGO_ENABLED: '0', GOFLAGS: '-mod=readonly' },
     encoding: 'utf8',
     timeout: 600_000,
   });
   if (r.status !== 0) {
-    log(`go driver: build failed: ${(r.stderr || r.error?.message || '').slice(-1500)}`);
+    log(`${name}: build failed: ${(r.stderr || r.error?.message || '').slice(-1500)}`);
     return undefined;
   }
   renameSync(tmp, out);
-  const link = join(TOOLS_CACHE, 'bin', 'bench-go-driver');
+  const link = join(TOOLS_CACHE, 'bin', name);
   try {
     mkdirSync(join(TOOLS_CACHE, 'bin'), { recursive: true });
     if (existsSync(link)) unlinkSync(link);
@@ -118,6 +124,18 @@ export function ensureGoDriver(log: (m: string) => void): string | undefined {
     /* the symlink is a convenience only */
   }
   return out;
+}
+
+/** The Go driver's binary (see ensureGoProgram); undefined when it cannot be built. */
+export function ensureGoDriver(log: (m: string) => void): string | undefined {
+  const bin = ensureGoProgram(GO_DRIVER_DIR, 'bench-go-driver', log);
+  if (!bin) log('go driver: measuring with our load generator only');
+  return bin;
+}
+
+/** The go-control-plane SnapshotCache server of the xds-compare phase (load/go-xds/). */
+export function ensureGoXdsServer(log: (m: string) => void): string | undefined {
+  return ensureGoProgram(join(REPO_ROOT, 'bench/load/go-xds'), 'bench-go-xds', log);
 }
 
 /**

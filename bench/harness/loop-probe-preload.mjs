@@ -3,8 +3,14 @@
 // event-loop delay, as the longest delay in each 100 ms window, appended as `<epoch ms> <max ms>` lines
 // to the file named by BENCH_LOOP_PROBE. The reload phase reads the longest stall around a reload from
 // it, measured inside the service rather than through the load generator's latencies.
+//
+// Each line also carries a third column: the V8 heap bytes allocated since the probe started (heap in
+// use now, plus everything each GC freed, from v8.GCProfiler), so a window's allocation divided by its
+// calls is the garbage per decision; and each GC in the slot is a line `g <epoch ms> <pause ms> <type>`
+// (the latency phase's GC pause percentiles).
 import { appendFileSync } from 'node:fs';
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
+import { getHeapStatistics, GCProfiler } from 'node:v8';
 import { isMainThread } from 'node:worker_threads';
 
 const file = process.env.BENCH_LOOP_PROBE;
@@ -17,8 +23,21 @@ if (file && isMainThread) {
     if (lines.length) appendFileSync(file, lines.join('\n') + '\n');
     lines = [];
   };
+  const usedAtStart = getHeapStatistics().used_heap_size;
+  let freed = 0;
+  let gc = new GCProfiler();
+  gc.start();
   setInterval(() => {
-    lines.push(`${Date.now()} ${(h.max / 1e6).toFixed(2)}`);
+    const now = Date.now();
+    const stats = gc.stop()?.statistics ?? [];
+    gc = new GCProfiler();
+    gc.start();
+    for (const e of stats) {
+      freed += e.beforeGC.heapStatistics.usedHeapSize - e.afterGC.heapStatistics.usedHeapSize;
+      lines.push(`g ${now} ${(e.cost / 1000).toFixed(3)} ${e.gcType}`);
+    }
+    const allocated = getHeapStatistics().used_heap_size - usedAtStart + freed;
+    lines.push(`${now} ${(h.max / 1e6).toFixed(2)} ${allocated}`);
     h.reset();
     if (lines.length >= 10) flush();
   }, 100).unref();

@@ -70,7 +70,7 @@ export function readProbe(file: string): ProbeSlot[] {
 export function parseProbe(text: string): ProbeSlot[] {
   const out: ProbeSlot[] = [];
   for (const line of text.split('\n')) {
-    if (line.startsWith('#')) continue;
+    if (line.startsWith('#') || line.startsWith('g ')) continue;
     const [a, b] = line.split(' ');
     if (a && b) out.push([Number(a), Number(b)]);
   }
@@ -103,4 +103,51 @@ export function windowJitter(slots: readonly ProbeSlot[], fromMs: number, toMs: 
     if (max > 5) over++;
   }
   return { maxMs, slotsOver5ms: over, slots: n };
+}
+
+/** The V8 heap bytes allocated since the probe started, at the end of each slot (probes that write it). */
+export function parseProbeAllocation(text: string): (readonly [atMs: number, bytes: number])[] {
+  const out: (readonly [number, number])[] = [];
+  for (const line of text.split('\n')) {
+    if (line.startsWith('#') || line.startsWith('g ')) continue;
+    const [a, , c] = line.split(' ');
+    if (a && c) out.push([Number(a), Number(c)]);
+  }
+  return out;
+}
+
+/** Each GC the probe saw: the end of its slot (epoch ms), its pause (ms) and its type. */
+export function parseProbeGc(text: string): { atMs: number; ms: number; type: string }[] {
+  const out: { atMs: number; ms: number; type: string }[] = [];
+  for (const line of text.split('\n')) {
+    if (!line.startsWith('g ')) continue;
+    const [, at, ms, type] = line.split(' ');
+    out.push({ atMs: Number(at), ms: Number(ms), type: type ?? '' });
+  }
+  return out;
+}
+
+export interface WindowAllocation {
+  /** Bytes allocated between the two slot ends that bracket the window, and the span they cover (ms). */
+  bytes: number;
+  spanMs: number;
+  /** GC pauses in the window's slots (ms, sorted). */
+  gcPausesMs: number[];
+}
+
+/** Allocation and GC pauses of [fromMs, toMs], from a probe file's text; undefined when it has no allocation column. */
+export function windowAllocation(text: string, fromMs: number, toMs: number): WindowAllocation | undefined {
+  const slots = parseProbeAllocation(text);
+  let first: readonly [number, number] | undefined;
+  let last: readonly [number, number] | undefined;
+  for (const s of slots) {
+    if (s[0] <= fromMs) first = s;
+    if (s[0] <= toMs) last = s;
+  }
+  if (!first || !last || last[0] <= first[0]) return undefined;
+  const gcPausesMs = parseProbeGc(text)
+    .filter((g) => g.atMs > first[0] && g.atMs <= last[0])
+    .map((g) => g.ms)
+    .sort((a, b) => a - b);
+  return { bytes: last[1] - first[1], spanMs: last[0] - first[0], gcPausesMs };
 }

@@ -39,6 +39,15 @@ export interface Sample {
   windowEndMs?: number;
   /** Steal time of each core in the window (ms; /proc/stat), for tail attribution. */
   stealMs?: number[];
+  /**
+   * Ours, latency phase (from its loop probe): V8 heap bytes allocated per decision in the window, and
+   * the window's GC pauses (count, median, 99th percentile, longest; ms).
+   */
+  heapBytesPerDecision?: number;
+  gcPauses?: number;
+  gcPauseP50Ms?: number;
+  gcPauseP99Ms?: number;
+  gcPauseMaxMs?: number;
 }
 
 export interface MeasureOptions {

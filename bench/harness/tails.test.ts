@@ -8,9 +8,13 @@ import {
   probeTimeOrigin,
   readProbe,
   startJitterProbes,
+  windowAllocation,
   windowJitter,
   type ProbeSlot,
 } from './loop-probe.js';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { REPO_ROOT } from './services.js';
 import type { Sample } from './measure.js';
 import { attribute, parseTraceGc, tailRows, tailsMarkdown } from './tails.js';
 
@@ -114,3 +118,45 @@ t.test(
     t.equal(attribute(20, 12, 15, 12), 'machine', 'a core-wide stall first');
   },
 );
+
+t.test('the probe counts the heap bytes a process allocates, and its GC pauses', async (t) => {
+  // A process that allocates 64-byte-ish objects at a known rate under the probe: the window's
+  // allocation is at least what it made, and its young-generation GCs show up as pauses.
+  const dir = makeTempDir('bench-alloc-test');
+  t.teardown(() => removeTempDir(dir));
+  const file = join(dir, 'probe.txt');
+  const { spawn } = await import('node:child_process');
+  const child = spawn(
+    process.execPath,
+    [
+      '--import',
+      join(REPO_ROOT, 'bench/harness/loop-probe-preload.mjs'),
+      '-e',
+      // 10,000 arrays of 16 numbers every 10 ms (each at least 16 * 8 bytes of elements).
+      'let keep; setInterval(() => { for (let i = 0; i < 10000; i++) keep = new Array(16).fill(i + 0.5); }, 10);' +
+        "process.on('SIGTERM', () => process.exit(0))",
+    ],
+    { env: { ...process.env, BENCH_LOOP_PROBE: file }, stdio: 'ignore' },
+  );
+  t.teardown(() => child.kill('SIGKILL'));
+  const deadline = Date.now() + 60_000;
+  let text = '';
+  const lines = () => text.split('\n').filter((l) => /^\d/.test(l));
+  while (lines().length < 20 && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 100));
+    text = existsSync(file) ? readFileSync(file, 'utf8') : '';
+  }
+  child.kill('SIGTERM');
+  const slots = lines().map((l) => Number(l.split(' ')[0]));
+  const a = windowAllocation(text, slots[0], slots[slots.length - 1]);
+  t.ok(a, 'the probe writes the allocation column');
+  // The process ran at most as often as its timer: count what it made from the span, at the rate it
+  // could at most reach (elements only), then require a fifth of it (timers run late on a busy machine).
+  const made = (a!.spanMs / 10) * 10_000 * 16 * 8;
+  t.ok(
+    a!.bytes >= made / 5,
+    `${a!.bytes} bytes allocated over ${a!.spanMs} ms (their elements alone: ${made})`,
+  );
+  t.ok(a!.gcPausesMs.length > 0, `${a!.gcPausesMs.length} GC pauses seen`);
+  t.same(parseProbe(text).length, slots.length, 'GC lines are not read as slots');
+});

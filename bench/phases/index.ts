@@ -13,6 +13,7 @@ import { rssPhase } from './rss.js';
 import { throughputPhase } from './throughput.js';
 import { xdsReloadPhase } from './xds-reload.js';
 import { xdsPhase } from './xds.js';
+import { xdsComparePhase } from './xds-compare.js';
 
 export const PHASES: readonly Phase[] = [
   checkPhase,
@@ -27,6 +28,7 @@ export const PHASES: readonly Phase[] = [
   nodesPhase,
   xdsPhase,
   xdsReloadPhase,
+  xdsComparePhase,
 ];
 
 export const PHASE_NAMES: string[] = PHASES.map((p) => p.name);

@@ -7,7 +7,9 @@ import {
   probeTimeOrigin,
   readProbe,
   startJitterProbes,
+  windowAllocation,
 } from '../harness/loop-probe.js';
+import type { Sample } from '../harness/measure.js';
 import type { BenchOptions } from '../options.js';
 import type { Figure } from '../report/table.js';
 import type { BenchResults } from '../report/results.js';
@@ -30,6 +32,10 @@ async function run(ctx: PhaseContext): Promise<void> {
     await probes.stop();
   }
   // The probes flush every second: read them after they stopped.
+  allocationPerDecision(
+    ctx.results.samples.filter((s) => labels.has(s) && s.service === 'ours'),
+    o.outDir,
+  );
   const rows = tailRows(
     ctx.results.samples.filter((s) => labels.has(s)),
     Object.fromEntries(Object.entries(probes.files).map(([k, f]) => [k, readProbe(f)])),
@@ -39,6 +45,28 @@ async function run(ctx: PhaseContext): Promise<void> {
   );
   ctx.results.extra.tails = rows;
   writeFileSync(join(o.outDir, 'tails.md'), tailsMarkdown(rows));
+}
+
+/** Garbage per decision and GC pauses of each of our samples, from our service's loop probe. */
+function allocationPerDecision(samples: Sample[], dir: string): void {
+  let text: string;
+  try {
+    text = readFileSync(join(dir, OURS_LOOP_PROBE_FILE), 'utf8');
+  } catch {
+    return;
+  }
+  const pct = (v: number[], p: number) =>
+    v.length === 0 ? 0 : v[Math.min(v.length - 1, Math.ceil((p / 100) * v.length) - 1)];
+  for (const s of samples) {
+    if (s.windowStartMs === undefined || s.windowEndMs === undefined) continue;
+    const a = windowAllocation(text, s.windowStartMs, s.windowEndMs);
+    if (!a || s.callsPerSecond <= 0) continue;
+    s.heapBytesPerDecision = a.bytes / ((s.callsPerSecond * a.spanMs) / 1000);
+    s.gcPauses = a.gcPausesMs.length;
+    s.gcPauseP50Ms = pct(a.gcPausesMs, 50);
+    s.gcPauseP99Ms = pct(a.gcPausesMs, 99);
+    s.gcPauseMaxMs = pct(a.gcPausesMs, 100);
+  }
 }
 
 /** Our service's GC pauses (--trace-gc lines in its log), on the epoch clock of its loop probe. */
@@ -100,6 +128,32 @@ function figures(r: BenchResults, o: BenchOptions): Figure[] {
             { workload: w, metric: `${q}Us`, shape: v.shape, driver: v.driver, rate },
           );
         }
+        // Beside the latencies: our garbage per decision and GC pauses in the same windows (loop probe).
+        const oursOnly = (f: (s: Sample) => number | undefined) => (k: string) =>
+          k === 'ours'
+            ? by(k)
+                .map(f)
+                .filter((x): x is number => x !== undefined)
+            : [];
+        add(
+          WORKLOAD_TITLES[w],
+          `V8 heap allocated per decision at ${rate}/s ${variantLabel(v)}`,
+          'B',
+          'lower',
+          oursOnly((s) => s.heapBytesPerDecision),
+        );
+        for (const [q, pick] of [
+          ['p50', (s: Sample) => s.gcPauseP50Ms],
+          ['p99', (s: Sample) => s.gcPauseP99Ms],
+          ['longest', (s: Sample) => s.gcPauseMaxMs],
+        ] as const)
+          add(
+            WORKLOAD_TITLES[w],
+            `GC pause ${q} at ${rate}/s ${variantLabel(v)}`,
+            'ms',
+            'lower',
+            oursOnly(pick),
+          );
       }
     }
   }
