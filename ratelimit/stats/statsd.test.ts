@@ -114,6 +114,29 @@ t.test('StatsD: counters as deltas per flush, gostats names, EXTRA_TAGS as .__k=
   t.ok(rx.lines.slice(before).includes(`${p}.k.total_hits:1|c`), 'delta 1, not the total 4');
 });
 
+t.test('StatsD: a descriptor value with a line break or ":" cannot add a line of its own', async (t) => {
+  const rx = await udpReceiver();
+  t.teardown(() => rx.close());
+  const svc = await startTestApp({
+    files: { 'd.yaml': CONFIG },
+    env: {
+      USE_STATSD: 'true',
+      STATSD_HOST: '127.0.0.1',
+      STATSD_PORT: String(rx.port),
+      STATS_FLUSH_INTERVAL: '100ms',
+    },
+  });
+  t.teardown(() => svc.close());
+  // detailed_metric puts the request's value into the statistic's name.
+  await svc.call({ domain: 'd', descriptors: [descriptor(['user', 'x\ninjected.metric:999|c\r\u0000'])] });
+  const p = 'ratelimit.service.rate_limit.d';
+  await eventually(() => rx.counter(`${p}.user_x_injected.metric_999_c__.total_hits`) === 1, 5000, 'flushed');
+  t.notOk(
+    rx.lines.some((l) => l.startsWith('injected.metric')),
+    "no line of the caller's making reached the StatsD server",
+  );
+});
+
 t.test('StatsD: EXTRA_TAGS are serialized into the name like gostats', async (t) => {
   const rx = await udpReceiver();
   t.teardown(() => rx.close());

@@ -65,10 +65,16 @@ export class Timer {
 
 /**
  * The reference's SanitizeStatName: ':' and '|' would break the StatsD line format, so they
- * become '_' in descriptor-derived parts of a statistic name.
+ * become '_' in descriptor-derived parts of a statistic name. Control characters too (ours): a
+ * request value with a line break would otherwise end the line and let the caller write its own.
  */
+// eslint-disable-next-line no-control-regex
+const STAT_UNSAFE = /[:|\x00-\x1f\x7f]/;
+// eslint-disable-next-line no-control-regex
+const STAT_UNSAFE_ALL = /[:|\x00-\x1f\x7f]/g;
+
 export function sanitizeStatName(s: string): string {
-  return /[:|]/.test(s) ? s.replace(/[:|]/g, '_') : s;
+  return STAT_UNSAFE.test(s) ? s.replace(STAT_UNSAFE_ALL, '_') : s;
 }
 
 /** Rule statistics of the reference: ratelimit.service.rate_limit.<statKey>.<stat>. */
@@ -202,14 +208,8 @@ export class StatsStore {
       if (this.namedOver.size >= this.maxNamedLimits) {
         return (this.unlistedNamedOver ??= this.counter('ratelimit.service.named_limit_unlisted.over_limit'));
       }
-      // Control characters too: a request-supplied limit's name carries request values, and a line
-      // break would end the StatsD line.
-      let safe = '';
-      for (const ch of sanitizeStatName(name)) {
-        const code = ch.charCodeAt(0);
-        safe += code < 0x20 || code === 0x7f ? '_' : ch;
-      }
-      c = this.counter(`ratelimit.service.named_limit.${safe}.over_limit`);
+      // A request-supplied limit's name carries request values.
+      c = this.counter(`ratelimit.service.named_limit.${sanitizeStatName(name)}.over_limit`);
       this.namedOver.set(name, c);
     }
     return c;
