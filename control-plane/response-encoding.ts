@@ -8,6 +8,7 @@
 //
 // DiscoveryResponse (envoy.service.discovery.v3): version_info = 1, resources = 2 (google.protobuf.Any:
 // type_url = 1, value = 2), type_url = 4, nonce = 5, control_plane = 6 (ControlPlane: identifier = 1).
+import { varintSize } from '../proto/index.js';
 import type { Resource, ResourceSet } from './cache.js';
 
 const TAG_VERSION = 0x0a; // field 1, length-delimited
@@ -18,15 +19,6 @@ const TAG_CONTROL_PLANE = 0x32; // field 6
 const TAG_ANY_TYPE_URL = 0x0a; // Any.type_url = 1
 const TAG_ANY_VALUE = 0x12; // Any.value = 2
 const TAG_IDENTIFIER = 0x0a; // ControlPlane.identifier = 1
-
-function varintSize(n: number): number {
-  let size = 1;
-  while (n >= 0x80) {
-    n = Math.floor(n / 128);
-    size++;
-  }
-  return size;
-}
 
 /** Size of a length-delimited field with a payload of `len` bytes. */
 function fieldSize(len: number): number {

@@ -289,7 +289,8 @@ export function decodeRateLimitRequest(
 
 // --- encoding -------------------------------------------------------------------------------------
 
-function varintSize(n: number): number {
+/** Bytes of `n` (a non-negative integer) as a protobuf varint; the hand-written encoders size with it. */
+export function varintSize(n: number): number {
   let size = 1;
   while (n >= 0x80) {
     n = Math.floor(n / 128);
