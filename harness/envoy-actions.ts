@@ -569,7 +569,8 @@ export function headerMatches(hm: Json, headers: Record<string, string>): boolea
   return hm.invert_match ? !r : r;
 }
 
-function stringMatches(sm: Json, v: string): boolean {
+/** A StringMatcher (envoy.type.matcher.v3 or xds.type.matcher.v3: the same fields) on one value. */
+export function stringMatches(sm: Json, v: string): boolean {
   const ci = sm.ignore_case === true;
   const a = ci ? v.toLowerCase() : v;
   const lc = (s: string) => (ci ? s.toLowerCase() : s);
