@@ -278,7 +278,7 @@ function describeRun(r: FleetRunResult): string {
 }
 
 /** The accuracy assertions of an allocating server. */
-function assertAccurate(t: Test, r: FleetRunResult, what: string): void {
+function assertAccurate(t: Test, r: FleetRunResult, what: string, maxConverge = 3): void {
   t.comment(`${what}: ${describeRun(r)}`);
   const m = median(r.steadyRatios);
   t.ok(Math.abs(m - 1) <= 0.05, `${what}: steady median ${m.toFixed(3)} within 5 % of the budget`);
@@ -286,8 +286,8 @@ function assertAccurate(t: Test, r: FleetRunResult, what: string): void {
     t.ok(Math.abs(x - 1) <= 0.15, `${what}: steady window ${x.toFixed(3)} within 15 %`);
   if (r.scenario === 'shifting') {
     t.ok(
-      r.convergeIntervals !== null && r.convergeIntervals! <= 3,
-      `${what}: within 10 % again ${r.convergeIntervals} reporting intervals after the shift (≤ 3)`,
+      r.convergeIntervals !== null && r.convergeIntervals! <= maxConverge,
+      `${what}: within 10 % again ${r.convergeIntervals} reporting intervals after the shift (≤ ${maxConverge})`,
     );
   }
 }
@@ -306,7 +306,8 @@ t.test('the measurement reads a demand-dividing server as accurate (stub of this
   const s = new StubAllocator(BUDGET);
   await s.start();
   t.teardown(() => s.stop());
-  assertAccurate(t, await fleetRun([`${LOOPBACK}:${s.port}`], 'shifting'), 'stub');
+  // The stub learns a new Envoy's demand only from its second report: one interval more than the target.
+  assertAccurate(t, await fleetRun([`${LOOPBACK}:${s.port}`], 'shifting'), 'stub', 4);
 });
 
 t.test('our service holds the budget across the fleet (real Redis, 1 and 2 pods)', async (t) => {
@@ -323,7 +324,7 @@ t.test('our service holds the budget across the fleet (real Redis, 1 and 2 pods)
   t.teardown(() => pods.stop());
   const probe = await probeRlqs(pods.targets[0]);
   if (probe === grpc.status.UNIMPLEMENTED) {
-    t.skip('this build of the service does not serve StreamRateLimitQuotas');
+    t.pass('this build of the service does not serve StreamRateLimitQuotas', { skip: true });
     return;
   }
   t.equal(probe, 'answers', 'the service answers a usage report');
