@@ -110,6 +110,10 @@ export async function runFleet(clients: FleetClient[], o: FleetRunOptions): Prom
   // Start on a whole second, as the service's fixed windows do.
   const t0 = Math.ceil((Date.now() + 50) / 1000) * 1000;
   await new Promise((r) => setTimeout(r, t0 - Date.now()));
+  const countAt = (t: number) => {
+    const w = Math.floor((t - t0) / windowMs);
+    if (w < total) admitted[w]++;
+  };
   let last = Date.now();
   await new Promise<void>((done) => {
     const tick = () => {
@@ -131,13 +135,15 @@ export async function runFleet(clients: FleetClient[], o: FleetRunOptions): Prom
           if (typeof r === 'boolean') {
             if (r) admitted[w]++;
           } else {
+            // Counted in the window the answer arrives in: the service decided it then or just before
+            // (a call queued behind others is decided late, in the service's next window).
             const p = r.then(
               (ok) => {
-                if (ok) admitted[w]++;
+                if (ok) countAt(Date.now());
               },
               () => {
                 failed++;
-                admitted[w]++;
+                countAt(Date.now());
               },
             );
             pending.add(p);
