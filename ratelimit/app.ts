@@ -15,6 +15,7 @@ import {
 } from './sources/index.js';
 import { DebugServer, HealthChecker, RateLimitGrpcServer, RateLimitHttpServer } from './server/index.js';
 import { RateLimitService } from './service/index.js';
+import { QuotaServer } from './quota/index.js';
 import type { Env, Settings } from './settings/index.js';
 import { StatsStore, createStatsPipeline, type StatsPipeline } from './stats/index.js';
 import { cacheSpanName, createTracing, type RateLimitTracing } from './tracing/index.js';
@@ -51,6 +52,8 @@ export class RateLimitApp {
   grpc?: RateLimitGrpcServer;
   http?: RateLimitHttpServer;
   debug?: DebugServer;
+  /** RLQS_ENABLED: the rate limit quota server (StreamRateLimitQuotas on the gRPC port). */
+  readonly quota?: QuotaServer;
   private configSource?: ConfigSource;
   private initialConfig?: { resolve: () => void; promise: Promise<void> };
   private healthTimer?: NodeJS.Timeout;
@@ -92,6 +95,18 @@ export class RateLimitApp {
         : null,
       responseDynamicMetadata: s.responseDynamicMetadata,
     });
+    if (s.quota.enabled) {
+      // Fleet demand goes through the store under the limiter's layers (circuit breaker included), not
+      // through write-behind, which would answer from local estimates.
+      this.quota = new QuotaServer({
+        settings: s.quota,
+        bounds: s.requestBounds,
+        store: this.store,
+        keyPrefix: s.cacheKeyPrefix,
+        stats: this.stats,
+        logger: this.logger,
+      });
+    }
     this.health.add('sigterm', true);
     if (s.healthyWithAtLeastOneConfigLoaded) this.health.add('config', false);
     if (s.redisHealthCheckActiveConnection) this.health.addProbe('cache', () => this.store.isHealthy());
@@ -136,7 +151,10 @@ export class RateLimitApp {
         `BACKEND_TYPE=${this.settings.backendType} cannot count ${used} exactly (no atomic per-descriptor script); use redis or memory`,
       );
     }
+    // RLQS: a config ambiguous for buckets is refused here, before anything serves it.
+    const buckets = this.quota?.prepare(config);
     this.service.setConfig(config);
+    if (buckets) this.quota!.apply(buckets);
     this.stats.service.configLoadSuccess.inc();
     if (this.settings.healthyWithAtLeastOneConfigLoaded) {
       if (config.domains.length > 0) this.health.ok('config');
@@ -236,6 +254,7 @@ export class RateLimitApp {
       requestBounds: s.requestBounds,
       maxConcurrentStreams: s.grpcMaxConcurrentStreams,
       maxSessionMemoryMb: s.grpcMaxSessionMemoryMb,
+      quota: this.quota,
       tls: s.grpcServerUseTls
         ? {
             certFile: s.grpcServerTlsCert,
@@ -245,6 +264,15 @@ export class RateLimitApp {
           }
         : undefined,
     });
+    const quota = this.quota;
+    if (quota) {
+      this.debug.addPath(
+        '/rlqs',
+        'rate limit quota streams and buckets with their current assignments (JSON)',
+        async () => JSON.stringify(quota.snapshot()),
+      );
+      quota.start();
+    }
     await this.debug.start();
     await this.http.start();
     await this.grpc.start();
@@ -263,6 +291,8 @@ export class RateLimitApp {
   async close(drainMs = this.settings.shutdownDrainMs): Promise<void> {
     this.health.fail('sigterm');
     clearInterval(this.healthTimer);
+    // Envoys get their assignments with a time to live of 0 before the listener ends their streams.
+    this.quota?.shutdown();
     await Promise.all([this.grpc?.close(drainMs), this.http?.close(drainMs), this.debug?.close(drainMs)]);
     // Before anything else that may wait (the xDS client's close): the admitted hits must reach Redis.
     await this.writeBehind?.flush();

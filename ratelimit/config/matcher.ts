@@ -19,6 +19,8 @@ import { NO_REPLACES, compileRule } from './rules.js';
 import { compositeKey, type ConfigDoc, type DescriptorDoc } from './validate.js';
 
 interface MatchNode {
+  /** The entry's `key`. */
+  readonly key: string;
   /** The reference's map key for this entry: `key` or `key_value`. */
   readonly finalKey: string;
   /** `domain.k1_v1.k2`: the stats key of a rule at this node. */
@@ -142,6 +144,7 @@ function loadLevel(
     }
     const compiled = compileRule(entry, pathKey);
     const node: MatchNode = {
+      key: entry.key,
       finalKey,
       pathKey,
       rule: compiled?.rule,
@@ -180,6 +183,16 @@ function dumpLevel(level: MatchLevel, out: string[]): void {
   }
 }
 
+/** Key paths of the nodes with a rule, depth first in config order. */
+function collectKeyPaths(level: MatchLevel, path: string[], out: string[][]): void {
+  for (const node of level.ordered) {
+    path.push(node.key);
+    if (node.rule !== undefined) out.push([...path]);
+    if (node.children !== undefined) collectKeyPaths(node.children, path, out);
+    path.pop();
+  }
+}
+
 export class CompiledRateLimitConfig implements RateLimitConfig {
   readonly domains: readonly string[];
   readonly features: ReadonlySet<ConfigFeature>;
@@ -201,6 +214,13 @@ export class CompiledRateLimitConfig implements RateLimitConfig {
     const out: string[] = [];
     for (const level of this.roots.values()) dumpLevel(level, out);
     return out.join('');
+  }
+
+  ruleKeyPaths(domain: string): readonly (readonly string[])[] {
+    const root = this.roots.get(domain);
+    const out: string[][] = [];
+    if (root !== undefined) collectKeyPaths(root, [], out);
+    return out;
   }
 
   getLimit(domain: string, descriptor: RequestDescriptor): LimitMatch | undefined {

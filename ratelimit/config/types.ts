@@ -99,6 +99,11 @@ export interface RateLimitConfig {
   readonly features: ReadonlySet<ConfigFeature>;
   /** Human-readable dump for the debug server's /rlconfig, one line per rule as the reference prints it. */
   dump(): string;
+  /**
+   * The entry keys on the path to every entry that has a rule, root first, in config order (what a
+   * descriptor must list, in this order, to reach that rule). Empty for an unknown domain.
+   */
+  ruleKeyPaths(domain: string): readonly (readonly string[])[];
 }
 
 /** Input to the loader: one YAML document (text) with a name used in error messages (usually the file path). */

@@ -1,4 +1,5 @@
-// The gRPC listener: envoy.service.ratelimit.v3.RateLimitService and grpc.health.v1.Health, on the small
+// The gRPC listener: envoy.service.ratelimit.v3.RateLimitService, grpc.health.v1.Health and, when
+// RLQS_ENABLED, envoy.service.rate_limit_quota.v3.RateLimitQuotaService, on the small
 // node:http2 gRPC server of h2-grpc.ts (grpc-js' server cost more CPU per call than the whole decision).
 import type { Logger } from 'pino';
 import {
@@ -9,9 +10,18 @@ import {
   rateLimitServiceDefinition,
   ProtoReader,
   RLS_SERVICE_NAME,
+  RLQS_STREAM_PATH,
+  rateLimitQuotaServiceDefinition,
   SHOULD_RATE_LIMIT_PATH,
 } from '../../proto/index.js';
-import type { RequestBounds, WireRateLimitRequest, WireRateLimitResponse } from '../../proto/index.js';
+import type {
+  RequestBounds,
+  WireQuotaResponse,
+  WireRateLimitRequest,
+  WireRateLimitResponse,
+  WireUsageReports,
+} from '../../proto/index.js';
+import type { QuotaServer, QuotaStreamOut } from '../quota/index.js';
 import { type RateLimitService, ServiceError, type ServiceErrorKind } from '../service/index.js';
 import type { Counter, StatsStore, Timer } from '../stats/index.js';
 import type { MetadataCarrier, RateLimitTracing } from '../tracing/index.js';
@@ -56,6 +66,8 @@ export interface GrpcServerOptions {
   };
   /** How often TLS files are re-read (ms); 10 s by default. */
   tlsReloadMs?: number;
+  /** RLQS_ENABLED: serves StreamRateLimitQuotas on the same port. */
+  quota?: QuotaServer;
 }
 
 const HEALTH_SERVICE = 'grpc.health.v1.Health';
@@ -117,8 +129,56 @@ export class RateLimitGrpcServer {
         stream.send(this.healthStatus(service));
       },
     });
+    if (opts.quota) this.addQuotaService(opts.quota);
     this.healthy = opts.health.isHealthy();
     opts.health.on('change', () => this.refreshHealth());
+  }
+
+  /**
+   * envoy.service.rate_limit_quota.v3 StreamRateLimitQuotas: a bidirectional stream per Envoy, decoded by
+   * protobufjs (a report every few seconds, not the request path). Bytes that do not decode end that
+   * stream with INVALID_ARGUMENT; the quota server answers the rest.
+   */
+  private addQuotaService(quota: QuotaServer): void {
+    const def = rateLimitQuotaServiceDefinition().StreamRateLimitQuotas!;
+    const san = this.opts.tls?.clientSan;
+    this.server.addBidiStreaming<WireUsageReports, WireQuotaResponse>(RLQS_STREAM_PATH, {
+      decode: (buf) => {
+        try {
+          return def.requestDeserialize(buf) as WireUsageReports;
+        } catch (err) {
+          throw new GrpcStatusError(Status.INVALID_ARGUMENT, (err as Error).message);
+        }
+      },
+      encode: (r) => def.responseSerialize(r) as Buffer,
+      start: (out, call) => {
+        if (san && !call.peerSubjectAltName().split(', ').includes(`DNS:${san}`)) {
+          throw new GrpcStatusError(Status.UNAUTHENTICATED, `client certificate has no SAN DNS:${san}`);
+        }
+        const adapter: QuotaStreamOut = {
+          send: (msg) => out.send(msg),
+          end: (code, message) => out.end(QUOTA_STATUS[code], message),
+          get closed() {
+            return out.closed;
+          },
+        };
+        let stream;
+        try {
+          stream = quota.open(adapter);
+        } catch (err) {
+          const e = err as { code?: keyof typeof QUOTA_STATUS; message: string };
+          throw new GrpcStatusError(QUOTA_STATUS[e.code ?? 'unavailable'] ?? Status.UNKNOWN, e.message);
+        }
+        out.onClose(() => quota.close(stream));
+        return {
+          message: (m) => quota.report(stream, m),
+          halfClose: () => {
+            quota.close(stream);
+            out.end(Status.OK);
+          },
+        };
+      },
+    });
   }
 
   private healthStatus(service: string): number {
@@ -185,6 +245,14 @@ export class RateLimitGrpcServer {
     }
   }
 }
+
+/** The gRPC status of each way the quota server ends a stream. */
+const QUOTA_STATUS: Readonly<Record<'ok' | 'invalid' | 'exhausted' | 'unavailable', number>> = {
+  ok: Status.OK,
+  invalid: Status.INVALID_ARGUMENT,
+  exhausted: Status.RESOURCE_EXHAUSTED,
+  unavailable: Status.UNAVAILABLE,
+};
 
 /** The gRPC status of each way a call can end (service/errors.ts): the one table on the gRPC side. */
 const GRPC_STATUS: Readonly<Record<ServiceErrorKind, number>> = {

@@ -63,9 +63,28 @@ export interface ServerStreamingMethod<Req, Res> {
   handle(req: Req, stream: ServerStream<Res>, call: CallContext): void;
 }
 
+/** What a bidirectional call does with each client message, and when the client half-closes. */
+export interface BidiHandler<Req> {
+  message(req: Req): void;
+  halfClose(): void;
+}
+
+/**
+ * A bidirectional streaming call (RLQS): `start` runs once when the call's headers are accepted and
+ * returns the handler of its messages. Each message is bounded like a unary request (size, inflated
+ * size); one that does not decode ends the call with the decoder's status (INVALID_ARGUMENT for a
+ * GrpcStatusError it throws, INTERNAL for malformed bytes).
+ */
+export interface BidiStreamingMethod<Req, Res> {
+  decode(buf: Buffer): Req;
+  encode(msg: Res): Uint8Array;
+  start(stream: ServerStream<Res>, call: CallContext): BidiHandler<Req>;
+}
+
 export type MethodEntry =
   | { kind: 'unary'; m: UnaryMethod<unknown, unknown> }
-  | { kind: 'stream'; m: ServerStreamingMethod<unknown, unknown> };
+  | { kind: 'stream'; m: ServerStreamingMethod<unknown, unknown> }
+  | { kind: 'bidi'; m: BidiStreamingMethod<unknown, unknown> };
 
 const RESPONSE_HEADERS = { ':status': 200, 'content-type': 'application/grpc' };
 const WAIT_FOR_TRAILERS = { waitForTrailers: true };
@@ -152,6 +171,18 @@ export function startCall(
   maxDecompressedLength: number,
   openStreams: Set<ServerStream<unknown>>,
 ): void {
+  if (entry.kind === 'bidi') {
+    startBidi(
+      stream,
+      headers,
+      entry.m,
+      encoding,
+      maxReceiveMessageLength,
+      maxDecompressedLength,
+      openStreams,
+    );
+    return;
+  }
   const call = new IncomingCall(
     stream,
     headers,
@@ -241,7 +272,7 @@ class IncomingCall implements CallContext {
       return;
     }
     if (entry.kind === 'unary') void this.runUnary(entry.m, req);
-    else runStreaming(entry.m, this.stream, req, this, this.openStreams);
+    else if (entry.kind === 'stream') runStreaming(entry.m, this.stream, req, this, this.openStreams);
   }
 
   private async runUnary(m: UnaryMethod<unknown, unknown>, req: unknown): Promise<void> {
@@ -275,15 +306,46 @@ function runStreaming(
   ctx: CallContext,
   openStreams: Set<ServerStream<unknown>>,
 ): void {
+  const out = serverStream(m, stream, openStreams, Infinity);
+  try {
+    m.handle(req, out, ctx);
+  } catch (err) {
+    out.end(err instanceof GrpcStatusError ? err.code : Status.UNKNOWN, (err as Error).message);
+  }
+}
+
+/**
+ * The sending side of a streaming call. Past `maxBuffered` bytes written but not yet taken by the
+ * client (a peer that stopped reading), the call ends with RESOURCE_EXHAUSTED instead of buffering on.
+ */
+function serverStream(
+  m: { encode(msg: unknown): Uint8Array },
+  stream: http2.ServerHttp2Stream,
+  openStreams: Set<ServerStream<unknown>>,
+  maxBuffered: number,
+): ServerStream<unknown> {
   const closeFns: (() => void)[] = [];
   let headersSent = false;
   let ended = false;
+  let finished = false;
+  // onClose callbacks run once: when the server ends the call, or when the stream closes (client gone),
+  // whichever comes first, so an ended call frees what it holds before the client closes its side.
+  const finish = (): void => {
+    if (finished) return;
+    finished = true;
+    openStreams.delete(out);
+    for (const fn of closeFns) fn();
+  };
   const out: ServerStream<unknown> = {
     get closed() {
       return ended || stream.destroyed || stream.closed;
     },
     send: (msg) => {
       if (out.closed) return;
+      if (stream.writableLength > maxBuffered) {
+        out.end(Status.RESOURCE_EXHAUSTED, `client is not reading its stream (${maxBuffered} bytes queued)`);
+        return;
+      }
       if (!headersSent) {
         headersSent = true;
         stream.respond(RESPONSE_HEADERS, WAIT_FOR_TRAILERS);
@@ -295,6 +357,7 @@ function runStreaming(
       ended = true;
       if (!headersSent) {
         trailersOnly(stream, code, msg);
+        finish();
         return;
       }
       stream.once('wantTrailers', () =>
@@ -305,19 +368,121 @@ function runStreaming(
         ),
       );
       stream.end();
+      finish();
     },
     onClose: (fn) => closeFns.push(fn),
   };
   openStreams.add(out);
-  stream.once('close', () => {
-    openStreams.delete(out);
-    for (const fn of closeFns) fn();
-  });
+  stream.once('close', finish);
+  return out;
+}
+
+/** Bytes a bidirectional call may have queued towards a client that does not read. */
+const BIDI_MAX_BUFFERED = 4 * 1024 * 1024;
+
+/**
+ * A bidirectional call: client messages are unframed as they arrive (each bounded by `max`, and by
+ * `maxDecompressed` once inflated) and handed to the method in order; compressed ones are inflated off
+ * the event loop, and the messages after one wait for it.
+ */
+function startBidi(
+  stream: http2.ServerHttp2Stream,
+  headers: CallHeaders,
+  m: BidiStreamingMethod<unknown, unknown>,
+  encoding: string | undefined,
+  max: number,
+  maxDecompressed: number,
+  openStreams: Set<ServerStream<unknown>>,
+): void {
+  stream.on('error', ignoreError);
+  const out = serverStream(m, stream, openStreams, BIDI_MAX_BUFFERED);
+  const ctx: CallContext = {
+    headers,
+    peerSubjectAltName: () =>
+      (stream.session?.socket as TLSSocket | undefined)?.getPeerCertificate?.()?.subjectaltname ?? '',
+  };
+  let handler: BidiHandler<unknown>;
   try {
-    m.handle(req, out, ctx);
+    handler = m.start(out, ctx);
   } catch (err) {
     out.end(err instanceof GrpcStatusError ? err.code : Status.UNKNOWN, (err as Error).message);
+    return;
   }
+  let pending: Buffer = Buffer.alloc(0);
+  // Set once a compressed message is being inflated: later messages are delivered after it.
+  let chain: Promise<void> | undefined;
+  const fail = (err: unknown): void => {
+    out.end(
+      err instanceof GrpcStatusError ? err.code : Status.INTERNAL,
+      (err as Error)?.message ?? String(err),
+    );
+    stream.removeAllListeners('data');
+  };
+  const deliver = (message: Buffer): void => {
+    if (out.closed) return;
+    let req: unknown;
+    try {
+      req = m.decode(message);
+    } catch (err) {
+      const code = err instanceof GrpcStatusError ? err.code : Status.INTERNAL;
+      fail(new GrpcStatusError(code, `error parsing request: ${(err as Error).message}`));
+      return;
+    }
+    try {
+      handler.message(req);
+    } catch (err) {
+      fail(err);
+    }
+  };
+  stream.on('data', (chunk: Buffer) => {
+    if (out.closed) return;
+    pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
+    while (pending.length >= 5) {
+      const flag = pending[0]!;
+      const len = pending.readUInt32BE(1);
+      if (len > max) {
+        fail(
+          new GrpcStatusError(
+            Status.RESOURCE_EXHAUSTED,
+            `received message larger than max (${len} vs. ${max}: GRPC_MAX_RECV_MSG_SIZE)`,
+          ),
+        );
+        return;
+      }
+      if (flag !== 0 && flag !== 1) {
+        fail(new GrpcStatusError(Status.INTERNAL, `invalid message flag ${flag}`));
+        return;
+      }
+      if (pending.length < 5 + len) return;
+      const payload = pending.subarray(5, 5 + len);
+      pending = pending.subarray(5 + len);
+      if (flag === 1) {
+        if (encoding !== 'gzip' && encoding !== 'deflate') {
+          fail(new GrpcStatusError(Status.INTERNAL, 'compressed message without grpc-encoding'));
+          return;
+        }
+        const enc = encoding;
+        const copy = Buffer.from(payload);
+        chain = (chain ?? Promise.resolve()).then(() =>
+          inflateCapped(copy, enc, maxDecompressed).then(deliver, fail),
+        );
+      } else if (chain) {
+        const copy = Buffer.from(payload);
+        chain = chain.then(() => deliver(copy));
+      } else {
+        deliver(payload);
+      }
+    }
+  });
+  stream.on('end', () => {
+    const done = (): void => {
+      if (out.closed) return;
+      if (pending.length > 0) fail(new GrpcStatusError(Status.INTERNAL, 'truncated message'));
+      else handler.halfClose();
+    };
+    if (chain) void chain.then(done);
+    else done();
+  });
 }
 
 /**

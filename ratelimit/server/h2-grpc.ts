@@ -1,4 +1,4 @@
-// A small gRPC server on node:http2 for unary and server-streaming methods: the ratelimit hot path does
+// A small gRPC server on node:http2 for unary, server-streaming and bidirectional methods: the ratelimit hot path does
 // not need grpc-js' generality, and its per-call machinery cost more CPU than the whole decision (see
 // docs/benchmark.md). What it implements of the gRPC-over-HTTP/2 protocol:
 // - POST only (405 otherwise), content-type application/grpc[+proto|;...] (415 otherwise);
@@ -10,11 +10,12 @@
 // - TLS and mutual TLS (certificate files re-read every 10 s), unix sockets, max connection age with
 //   +/-10% jitter and a grace period (GOAWAY, then close), and graceful shutdown with a deadline.
 // It does not do: client deadlines (grpc-timeout is not enforced: Envoy cancels on its own timeout and the
-// answer is dropped), keepalive pings from the server, compression of responses, or client streaming.
+// answer is dropped), keepalive pings from the server, compression of responses, or client streaming (bidirectional calls take messages one by one).
 import http2 from 'node:http2';
 import type { Logger } from 'pino';
 import { TlsFileWatcher } from '../../common/index.js';
 import {
+  type BidiStreamingMethod,
   type MethodEntry,
   refuseHttp,
   type ServerStream,
@@ -28,6 +29,8 @@ import {
 // The call side (framing, unary and streaming calls) lives in h2-grpc-call.ts; its public names are
 // re-exported here, the server's face.
 export {
+  type BidiHandler,
+  type BidiStreamingMethod,
   type CallContext,
   type CallHeaders,
   frameMessage,
@@ -74,6 +77,10 @@ export class H2GrpcServer {
 
   addServerStreaming<Req, Res>(path: string, m: ServerStreamingMethod<Req, Res>): void {
     this.methods.set(path, { kind: 'stream', m: m as ServerStreamingMethod<unknown, unknown> });
+  }
+
+  addBidiStreaming<Req, Res>(path: string, m: BidiStreamingMethod<Req, Res>): void {
+    this.methods.set(path, { kind: 'bidi', m: m as BidiStreamingMethod<unknown, unknown> });
   }
 
   /** Listens on host:port or a unix socket path; resolves with the bound port (0 for a socket). */

@@ -182,6 +182,9 @@ export interface Settings {
     serviceInstanceId: string;
     samplingRate: number;
   };
+
+  /** RLQS_*: the rate limit quota server (ratelimit/quota, docs/rlqs.md). */
+  quota: QuotaSettings;
 }
 
 function redisSettings(r: EnvReader, prefix: string, defaultUrl: string): RedisSettings {
@@ -379,6 +382,8 @@ export function loadSettings(env: Env = process.env): Settings {
       serviceInstanceId: r.string('TRACING_SERVICE_INSTANCE_ID', ''),
       samplingRate: r.float('TRACING_SAMPLING_RATE', 1, { min: 0, max: 1 }),
     },
+
+    quota: quotaSettings(r),
   };
 
   // LocalCacheSizeInBytes is the spelling in the spec's table; the reference reads LOCAL_CACHE_SIZE_IN_BYTES.
@@ -408,4 +413,59 @@ export function loadSettings(env: Env = process.env): Settings {
     throw new SettingsError('MEMCACHE_SRV', 'MEMCACHE_HOST_PORT and MEMCACHE_SRV are mutually exclusive');
   }
   return s;
+}
+
+export interface QuotaSettings {
+  /** RLQS_ENABLED: serve StreamRateLimitQuotas on the gRPC port (and check configs for ambiguous buckets). */
+  enabled: boolean;
+  /** RLQS_REPORTING_INTERVAL: the Envoys' reporting_interval; the fleet window, and the TTL basis until a stream's own is seen. */
+  reportingIntervalMs: number;
+  /** RLQS_ASSIGNMENT_TTL_INTERVALS: an assignment's time to live, in reporting intervals. */
+  ttlIntervals: number;
+  /** RLQS_REASSIGN_THRESHOLD_PERCENT: a share that moved less than this is not pushed again. */
+  reassignThresholdPercent: number;
+  /** RLQS_DEMAND_SMOOTHING: weight of the newest report in a subscriber's demand (1: no smoothing). */
+  demandSmoothing: number;
+  /** RLQS_IDLE_TIMEOUT: a bucket a stream has not reported for this long is abandoned. */
+  idleTimeoutMs: number;
+  /** RLQS_EXPECTED_PODS: while the fleet totals cannot be read, a pod assigns budget / this. */
+  expectedPods: number;
+  /** RLQS_MAX_STREAMS: streams open at once on a pod. */
+  maxStreams: number;
+  /** RLQS_MAX_BUCKETS_PER_STREAM: buckets one stream may report. */
+  maxBucketsPerStream: number;
+  /** RLQS_MAX_REPORTS_PER_MESSAGE: bucket usages in one report message. */
+  maxReportsPerMessage: number;
+  /** RLQS_MAX_BUCKETS: distinct buckets a pod tracks at once. */
+  maxBuckets: number;
+}
+
+/** The RLQS_* group: parsed on its own so the Settings object can be regrouped around it. */
+function quotaSettings(r: EnvReader): QuotaSettings {
+  const q: QuotaSettings = {
+    enabled: r.bool('RLQS_ENABLED', false),
+    reportingIntervalMs: r.durationMs('RLQS_REPORTING_INTERVAL', 5000),
+    ttlIntervals: r.int('RLQS_ASSIGNMENT_TTL_INTERVALS', 3, { min: 1, max: 100 }),
+    reassignThresholdPercent: r.float('RLQS_REASSIGN_THRESHOLD_PERCENT', 5, { min: 0, max: 100 }),
+    demandSmoothing: r.float('RLQS_DEMAND_SMOOTHING', 0.7, { min: 0.01, max: 1 }),
+    idleTimeoutMs: r.durationMs('RLQS_IDLE_TIMEOUT', 60_000),
+    expectedPods: r.int('RLQS_EXPECTED_PODS', 1, { min: 1 }),
+    maxStreams: r.int('RLQS_MAX_STREAMS', 10_000, { min: 1 }),
+    maxBucketsPerStream: r.int('RLQS_MAX_BUCKETS_PER_STREAM', 1000, { min: 1 }),
+    maxReportsPerMessage: r.int('RLQS_MAX_REPORTS_PER_MESSAGE', 1000, { min: 1 }),
+    maxBuckets: r.int('RLQS_MAX_BUCKETS', 100_000, { min: 1 }),
+  };
+  if (q.reportingIntervalMs < 40 || q.reportingIntervalMs > 3_600_000) {
+    throw new SettingsError(
+      'RLQS_REPORTING_INTERVAL',
+      `must be between 40ms and 1h, got ${q.reportingIntervalMs}ms`,
+    );
+  }
+  if (q.idleTimeoutMs < q.reportingIntervalMs) {
+    throw new SettingsError(
+      'RLQS_IDLE_TIMEOUT',
+      `must be at least RLQS_REPORTING_INTERVAL (${q.reportingIntervalMs}ms), got ${q.idleTimeoutMs}ms`,
+    );
+  }
+  return q;
 }

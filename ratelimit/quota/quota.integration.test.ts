@@ -1,0 +1,214 @@
+// The rate limit quota server end to end: the real service (in-process, real gRPC port) and a real
+// RLQS client stream; the fleet test runs two services on one real Redis.
+import t, { type Test } from 'tap';
+import { startRedis } from '../../harness/redis/index.js';
+import { eventually, startTestApp, type TestApp } from '../test-support.js';
+import { assignedRate, openQuotaStream, type TestQuotaStream } from './test-client.js';
+
+const CONFIG = `domain: rlqs
+descriptors:
+  - key: tenant
+    rate_limit: { unit: second, requests_per_unit: 100 }
+    descriptors:
+      - key: path
+        rate_limit: { unit: second, requests_per_unit: 10 }
+  - key: free
+    rate_limit: { unlimited: true }
+`;
+
+/** Reporting interval of the tests (and the fleet window). */
+const INTERVAL_MS = 200;
+
+const ENV = {
+  RLQS_ENABLED: 'true',
+  RLQS_REPORTING_INTERVAL: `${INTERVAL_MS}ms`,
+  RLQS_IDLE_TIMEOUT: '60s',
+};
+
+async function pod(
+  t: Test,
+  env: Record<string, string> = {},
+  files = { 'rlqs.yaml': CONFIG },
+): Promise<TestApp> {
+  const app = await startTestApp({ env: { ...ENV, ...env }, files });
+  t.teardown(() => app.close());
+  return app;
+}
+
+function stream(t: Test, app: TestApp): TestQuotaStream {
+  const s = openQuotaStream(app.grpcAddress);
+  t.teardown(() => s.close());
+  return s;
+}
+
+/** Keeps reporting `rate` for a bucket every interval until stopped (the Envoy's periodic report). */
+function reportEvery(s: TestQuotaStream, bucket: Record<string, string>, rate: () => number): () => void {
+  s.report('rlqs', bucket, rate(), INTERVAL_MS / 1000);
+  const timer = setInterval(() => s.report('', bucket, rate(), INTERVAL_MS / 1000), INTERVAL_MS);
+  return () => clearInterval(timer);
+}
+
+const near = (x: number | undefined, want: number, tolerance: number): boolean =>
+  x !== undefined && Math.abs(x - want) <= want * tolerance;
+
+t.test(
+  'a stream gets a token bucket assignment of the whole budget; an unknown bucket is allowed',
+  async (t) => {
+    const app = await pod(t);
+    const s = stream(t, app);
+    s.send({
+      domain: 'rlqs',
+      bucketQuotaUsages: [
+        { bucketId: { bucket: { tenant: 'a' } }, timeElapsed: { seconds: 1 }, numRequestsAllowed: 5 },
+        // The map's order is not the tree's: matched as tenant -> path.
+        {
+          bucketId: { bucket: { path: '/x', tenant: 'a' } },
+          timeElapsed: { seconds: 1 },
+          numRequestsAllowed: 1,
+        },
+        { bucketId: { bucket: { nobody: 'x' } }, timeElapsed: { seconds: 1 }, numRequestsAllowed: 1 },
+        { bucketId: { bucket: { free: 'x' } }, timeElapsed: { seconds: 1 }, numRequestsAllowed: 1 },
+      ],
+    });
+    await eventually(() => s.latest({ free: 'x' }) !== undefined, 10_000, 'the first assignments');
+    const a = s.latest({ tenant: 'a' })!;
+    t.equal(a.bucketAction, 'quotaAssignmentAction');
+    t.ok(near(assignedRate(a), 100, 0.001), `one subscriber: the whole 100/s (${assignedRate(a)})`);
+    const ttl = a.quotaAssignmentAction!.assignmentTimeToLive;
+    t.equal(
+      Number(ttl.seconds ?? 0) * 1000 + Number(ttl.nanos ?? 0) / 1e6,
+      3000,
+      'TTL: 3 reporting intervals (1s seen)',
+    );
+    t.ok(near(assignedRate(s.latest({ path: '/x', tenant: 'a' })), 10, 0.001), 'the nested rule: 10/s');
+    t.equal(s.latest({ nobody: 'x' })!.quotaAssignmentAction!.rateLimitStrategy.blanketRule, 'ALLOW_ALL');
+    t.equal(s.latest({ free: 'x' })!.quotaAssignmentAction!.rateLimitStrategy.blanketRule, 'ALLOW_ALL');
+    const rlqs = JSON.parse(await (await fetch(`${app.debugUrl}/rlqs`)).text());
+    t.equal(rlqs.streams.length, 1, '/rlqs lists the stream');
+    t.ok(
+      rlqs.buckets.some((b: { rule: string | null }) => b.rule === 'rlqs.tenant'),
+      '/rlqs lists the bucket with its rule',
+    );
+  },
+);
+
+t.test('two streams with demand 3:1 get shares 3:1 that sum to the budget', async (t) => {
+  const app = await pod(t);
+  const a = stream(t, app);
+  const b = stream(t, app);
+  const bucket = { tenant: 'shared' };
+  const stopA = reportEvery(a, bucket, () => 300);
+  const stopB = reportEvery(b, bucket, () => 100);
+  t.teardown(() => (stopA(), stopB()));
+  await eventually(
+    () => near(assignedRate(a.latest(bucket)), 75, 0.05) && near(assignedRate(b.latest(bucket)), 25, 0.05),
+    20_000,
+    'shares 75 and 25',
+  );
+  const sum = assignedRate(a.latest(bucket))! + assignedRate(b.latest(bucket))!;
+  t.ok(near(sum, 100, 0.05), `shares sum to the budget (${sum})`);
+});
+
+t.test('the caller errors end that stream only, with INVALID_ARGUMENT naming the problem', async (t) => {
+  const app = await pod(t);
+  const good = stream(t, app);
+  const stopGood = reportEvery(good, { tenant: 'g' }, () => 10);
+  t.teardown(stopGood);
+  const cases: [string, (s: TestQuotaStream) => void, RegExp][] = [
+    ['missing domain', (s) => s.report('', { tenant: 'x' }, 1, 1), /must name its domain/],
+    [
+      'changed domain',
+      (s) => {
+        s.report('rlqs', { tenant: 'x' }, 1, 1);
+        s.report('other', { tenant: 'x' }, 1, 1);
+      },
+      /domain changed from 'rlqs' to 'other'/,
+    ],
+    ['empty BucketId', (s) => s.report('rlqs', {}, 1, 1), /bucket_id is empty/],
+    [
+      'no time_elapsed',
+      (s) => s.send({ domain: 'rlqs', bucketQuotaUsages: [{ bucketId: { bucket: { tenant: 'x' } } }] }),
+      /time_elapsed must be a positive duration/,
+    ],
+  ];
+  for (const [name, send, message] of cases) {
+    const s = stream(t, app);
+    send(s);
+    await eventually(() => s.status !== undefined, 10_000, `${name}: the stream ends`);
+    t.equal(s.status!.code, 3, `${name}: INVALID_ARGUMENT`);
+    t.match(s.status!.details, message, name);
+  }
+  const before = good.responses.length;
+  await eventually(() => good.responses.length > before, 10_000, 'the good stream still gets assignments');
+  t.equal(good.status, undefined, 'the good stream is still open');
+});
+
+t.test('a config change is pushed at once to every subscriber', async (t) => {
+  const app = await pod(t, { RLQS_REPORTING_INTERVAL: '10s', RLQS_IDLE_TIMEOUT: '60s' });
+  const s = stream(t, app);
+  s.report('rlqs', { tenant: 'c' }, 10, 10);
+  await eventually(
+    () => near(assignedRate(s.latest({ tenant: 'c' })), 100, 0.001),
+    10_000,
+    'first assignment',
+  );
+  const seen = s.responses.length;
+  app.writeConfig('rlqs.yaml', CONFIG.replace('requests_per_unit: 100', 'requests_per_unit: 40'));
+  // No report is sent: the new assignment is pushed by the reload itself (the next report is 10 s away).
+  await eventually(
+    () => s.responses.length > seen && near(assignedRate(s.latest({ tenant: 'c' })), 40, 0.001),
+    8000,
+    'the new budget pushed',
+  );
+  t.pass('pushed without a report');
+});
+
+t.test('a bucket not reported for the idle timeout is abandoned', async (t) => {
+  const app = await pod(t, { RLQS_IDLE_TIMEOUT: '600ms' });
+  const s = stream(t, app);
+  s.report('rlqs', { tenant: 'idle' }, 10, 0.2);
+  await eventually(() => s.latest({ tenant: 'idle' }) !== undefined, 10_000, 'assignment');
+  await eventually(
+    () => s.latest({ tenant: 'idle' })!.bucketAction === 'abandonAction',
+    10_000,
+    'AbandonAction',
+  );
+  const rlqs = JSON.parse(await (await fetch(`${app.debugUrl}/rlqs`)).text());
+  t.equal(rlqs.buckets.length, 0, 'the bucket is forgotten');
+  t.equal(app.app.stats.snapshot()['ratelimit.rlqs.rlqs.tenant.abandoned'], 1, 'counted');
+});
+
+t.test('graceful shutdown sends every assignment again with a TTL of 0, then ends the stream', async (t) => {
+  const app = await startTestApp({ env: ENV, files: { 'rlqs.yaml': CONFIG } });
+  const s = openQuotaStream(app.grpcAddress);
+  t.teardown(() => s.close());
+  s.report('rlqs', { tenant: 'bye' }, 10, 0.2);
+  await eventually(() => s.latest({ tenant: 'bye' }) !== undefined, 10_000, 'assignment');
+  await app.close();
+  await eventually(() => s.status !== undefined, 10_000, 'the stream ends');
+  const last = s.latest({ tenant: 'bye' })!;
+  const ttl = last.quotaAssignmentAction!.assignmentTimeToLive;
+  t.equal(Number(ttl.seconds ?? 0) + Number(ttl.nanos ?? 0), 0, 'TTL 0');
+  t.equal(s.status!.code, 14, 'then UNAVAILABLE: reconnect');
+});
+
+t.test('two pods on one Redis divide the budget fleet-wide by their Envoys demand', async (t) => {
+  const redis = await startRedis();
+  t.teardown(() => redis.stop());
+  const env = { BACKEND_TYPE: 'redis', REDIS_SOCKET_TYPE: 'tcp', REDIS_URL: redis.url };
+  const p1 = await pod(t, env);
+  const p2 = await pod(t, env);
+  const a = stream(t, p1);
+  const b = stream(t, p2);
+  const bucket = { tenant: 'fleet' };
+  const stopA = reportEvery(a, bucket, () => 300);
+  const stopB = reportEvery(b, bucket, () => 100);
+  t.teardown(() => (stopA(), stopB()));
+  await eventually(
+    () => near(assignedRate(a.latest(bucket)), 75, 0.1) && near(assignedRate(b.latest(bucket)), 25, 0.1),
+    30_000,
+    'fleet shares 75 and 25',
+  );
+  const sum = assignedRate(a.latest(bucket))! + assignedRate(b.latest(bucket))!;
+  t.ok(near(sum, 100, 0.1), `the two pods' shares sum to the budget (${sum})`);
+});

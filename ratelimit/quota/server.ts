@@ -1,0 +1,412 @@
+// The quota server: the state of every bucket this pod serves, the streams subscribed to them, and the
+// tick that keeps assignments fresh. Per bucket it keeps each subscribed stream's smoothed demand; on
+// each report, on each tick and on each config change it divides the bucket's budget (allocator.ts) and
+// pushes to a stream the assignments that moved beyond RLQS_REASSIGN_THRESHOLD_PERCENT, that are new, or
+// that will expire before the stream's next report. Memory is bounded: RLQS_MAX_STREAMS streams,
+// RLQS_MAX_BUCKETS buckets, RLQS_MAX_BUCKETS_PER_STREAM per stream, and buckets idle past
+// RLQS_IDLE_TIMEOUT are abandoned (AbandonAction) and forgotten.
+import { createHash } from 'node:crypto';
+import type { Logger } from 'pino';
+import type {
+  RequestBounds,
+  WireBucketAction,
+  WireQuotaResponse,
+  WireUsageReports,
+} from '../../proto/index.js';
+import type { LimitMatch, RateLimitConfig } from '../config/index.js';
+import type { CounterStore } from '../counting/index.js';
+import type { QuotaSettings } from '../settings/index.js';
+import type { StatsStore } from '../stats/index.js';
+import {
+  budgetOf,
+  divide,
+  movedBeyond,
+  podFraction,
+  strategyFor,
+  type Budget,
+  type Demand,
+} from './allocator.js';
+import { BucketMatcher, bucketKey } from './bucket-match.js';
+import { FleetDemand, newFleetState, type FleetState } from './fleet.js';
+import { QuotaMetrics, type RuleMetrics } from './metrics.js';
+import { readReports, StreamError, type Usage } from './stream.js';
+
+/** The sending side of a stream, as the gRPC layer gives it. */
+export interface QuotaStreamOut {
+  send(msg: WireQuotaResponse): void;
+  end(code: 'ok' | 'invalid' | 'exhausted' | 'unavailable', message?: string): void;
+  readonly closed: boolean;
+}
+
+interface Subscription {
+  demand: number;
+  reports: number;
+  lastReportMs: number;
+  /** Share last sent (requests per second; -1: nothing sent yet), its strategy kind, and when. */
+  sentShare: number;
+  sentKind: string;
+  sentAtMs: number;
+  /** Share computed by the last division. */
+  share: number;
+}
+
+class Bucket {
+  readonly subs = new Map<QuotaStream, Subscription>();
+  match: LimitMatch | undefined;
+  budget: Budget = { kind: 'allow' };
+  rule!: RuleMetrics;
+  readonly fleet: FleetState = newFleetState();
+  /** Sum of the shares of the last division (requests per second). */
+  assigned = 0;
+  constructor(
+    readonly key: string,
+    readonly domain: string,
+    readonly bucket: Readonly<Record<string, string>>,
+    readonly fleetKey: string,
+  ) {}
+  get subscribers(): number {
+    return this.subs.size;
+  }
+  localDemand(): number {
+    let d = 0;
+    for (const s of this.subs.values()) d += s.demand;
+    return d;
+  }
+}
+
+let nextStreamId = 1;
+
+export class QuotaStream {
+  readonly id = nextStreamId++;
+  domain: string | undefined;
+  readonly buckets = new Map<string, Bucket>();
+  /** The Envoy's reporting interval as seen in its reports (time_elapsed), until then the setting. */
+  intervalMs: number;
+  reports = 0;
+  responses = 0;
+  constructor(
+    readonly out: QuotaStreamOut,
+    defaultIntervalMs: number,
+  ) {
+    this.intervalMs = defaultIntervalMs;
+  }
+}
+
+export interface QuotaServerOptions {
+  settings: QuotaSettings;
+  bounds: RequestBounds;
+  /** Where fleet demand is added up (the service's counter store). */
+  store: CounterStore;
+  keyPrefix: string;
+  stats: StatsStore;
+  logger: Logger;
+  now?: () => number;
+}
+
+export class QuotaServer {
+  private readonly q: QuotaSettings;
+  private readonly now: () => number;
+  private readonly streams = new Set<QuotaStream>();
+  private readonly buckets = new Map<string, Bucket>();
+  private readonly fleet: FleetDemand;
+  readonly metrics: QuotaMetrics;
+  private matcher: BucketMatcher | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private exchanging = false;
+  private closing = false;
+  private readonly shares: number[] = [];
+
+  constructor(private readonly opts: QuotaServerOptions) {
+    this.q = opts.settings;
+    this.now = opts.now ?? Date.now;
+    this.fleet = new FleetDemand(opts.store, this.q.reportingIntervalMs);
+    this.metrics = new QuotaMetrics(opts.stats);
+  }
+
+  /** Checks a config for buckets (throws ConfigError when ambiguous); `apply` the result once it serves. */
+  prepare(config: RateLimitConfig): BucketMatcher {
+    return new BucketMatcher(config);
+  }
+
+  /** Serves a new config: every bucket is matched again and every subscriber gets its new assignment now. */
+  apply(matcher: BucketMatcher): void {
+    this.matcher = matcher;
+    for (const b of this.buckets.values()) this.rematch(b);
+    for (const b of this.buckets.values()) this.reallocate(b, true);
+    this.flush();
+  }
+
+  start(): void {
+    const tick = Math.max(10, Math.floor(this.q.reportingIntervalMs / 4));
+    this.timer = setInterval(() => this.tick(), tick);
+    this.timer.unref();
+  }
+
+  /** A new stream; throws StreamError (RESOURCE_EXHAUSTED) past RLQS_MAX_STREAMS. */
+  open(out: QuotaStreamOut): QuotaStream {
+    if (this.closing) throw new StreamError('server shutting down', 'exhausted');
+    if (this.streams.size >= this.q.maxStreams) {
+      this.metrics.streamErrors.inc();
+      throw new StreamError(
+        `this pod serves ${this.q.maxStreams} quota streams (RLQS_MAX_STREAMS)`,
+        'exhausted',
+      );
+    }
+    const s = new QuotaStream(out, this.q.reportingIntervalMs);
+    this.streams.add(s);
+    this.metrics.streams.set(this.streams.size);
+    return s;
+  }
+
+  /** One report message of a stream; a bad one ends the stream (the caller's error only). */
+  report(s: QuotaStream, msg: WireUsageReports): void {
+    if (this.closing || s.out.closed) return;
+    let usages: Usage[];
+    try {
+      const r = readReports(msg, s.domain, this.q, this.opts.bounds);
+      s.domain = r.domain;
+      usages = r.usages;
+      this.checkNewBuckets(s, usages);
+    } catch (err) {
+      this.fail(s, err);
+      return;
+    }
+    s.reports++;
+    this.metrics.reports.inc();
+    const now = this.now();
+    const touched: Bucket[] = [];
+    let maxElapsed = 0;
+    for (const u of usages) {
+      const key = bucketKey(s.domain!, u.bucket);
+      let b = s.buckets.get(key) ?? this.buckets.get(key);
+      if (b === undefined) b = this.createBucket(key, s.domain!, u.bucket);
+      let sub = b.subs.get(s);
+      if (sub === undefined) {
+        sub = {
+          demand: 0,
+          reports: 0,
+          lastReportMs: now,
+          sentShare: -1,
+          sentKind: '',
+          sentAtMs: 0,
+          share: 0,
+        };
+        b.subs.set(s, sub);
+        s.buckets.set(key, b);
+      }
+      const rate = (u.allowed + u.denied) / u.elapsedSeconds;
+      const a = this.q.demandSmoothing;
+      sub.demand = sub.reports === 0 ? rate : a * rate + (1 - a) * sub.demand;
+      sub.reports++;
+      sub.lastReportMs = now;
+      b.rule.allowed.inc(u.allowed);
+      b.rule.denied.inc(u.denied);
+      maxElapsed = Math.max(maxElapsed, u.elapsedSeconds);
+      touched.push(b);
+    }
+    if (maxElapsed > 0) s.intervalMs = Math.min(3_600_000, Math.max(40, maxElapsed * 1000));
+    for (const b of touched) this.reallocate(b, false);
+    this.flush();
+  }
+
+  /** The client half-closed or went away: its subscriptions go. */
+  close(s: QuotaStream): void {
+    if (!this.streams.delete(s)) return;
+    this.metrics.streams.set(this.streams.size);
+    for (const b of s.buckets.values()) this.unsubscribe(b, s);
+    s.buckets.clear();
+  }
+
+  /**
+   * Graceful shutdown: every stream gets its assignments again with a time to live of 0 (Envoy falls
+   * back to its expired-assignment behaviour while it reconnects to another pod); then the streams end.
+   */
+  shutdown(): void {
+    this.closing = true;
+    clearInterval(this.timer);
+    for (const s of this.streams) {
+      const actions: WireBucketAction[] = [];
+      for (const b of s.buckets.values()) {
+        const sub = b.subs.get(s)!;
+        actions.push(this.assignment(b, sub.share, 0));
+      }
+      if (actions.length > 0) this.send(s, actions);
+      s.out.end('unavailable', 'server shutting down: reconnect');
+    }
+  }
+
+  /** For the debug endpoint and explain: streams and buckets with their current assignments. */
+  snapshot(limit = 1000): unknown {
+    const buckets = [];
+    for (const b of this.buckets.values()) {
+      if (buckets.length >= limit) break;
+      buckets.push({
+        domain: b.domain,
+        bucket: b.bucket,
+        rule: b.match ? b.match.rule.statKey : null,
+        budget: b.budget,
+        fleet: { othersDemand: b.fleet.othersDemand ?? null, window: b.fleet.addedWindow },
+        subscribers: [...b.subs].map(([s, sub]) => ({
+          stream: s.id,
+          demand: sub.demand,
+          share: sub.share,
+          sent: sub.sentShare,
+        })),
+      });
+    }
+    return {
+      streams: [...this.streams].slice(0, limit).map((s) => ({
+        id: s.id,
+        domain: s.domain ?? null,
+        buckets: s.buckets.size,
+        reports: s.reports,
+        responses: s.responses,
+        intervalMs: s.intervalMs,
+      })),
+      buckets,
+      truncated: this.buckets.size > limit || this.streams.size > limit,
+    };
+  }
+
+  /** Ends a stream for its own error; its slot and subscriptions go at once (not when the client leaves). */
+  private fail(s: QuotaStream, err: unknown): void {
+    this.metrics.streamErrors.inc();
+    this.close(s);
+    if (err instanceof StreamError) s.out.end(err.code, err.message);
+    else {
+      this.opts.logger.error({ err }, 'unexpected error in a rate limit quota stream');
+      s.out.end('unavailable', (err as Error)?.message ?? String(err));
+    }
+  }
+
+  /** The bounds on new buckets, checked before anything of the message is applied. */
+  private checkNewBuckets(s: QuotaStream, usages: readonly Usage[]): void {
+    let newForStream = 0;
+    let newForPod = 0;
+    for (const u of usages) {
+      const key = bucketKey(s.domain!, u.bucket);
+      if (s.buckets.has(key)) continue;
+      newForStream++;
+      if (!this.buckets.has(key)) newForPod++;
+    }
+    if (s.buckets.size + newForStream > this.q.maxBucketsPerStream) {
+      throw new StreamError(
+        `a stream may report ${this.q.maxBucketsPerStream} buckets (RLQS_MAX_BUCKETS_PER_STREAM); this one reports ${s.buckets.size + newForStream}`,
+      );
+    }
+    if (this.buckets.size + newForPod > this.q.maxBuckets) {
+      throw new StreamError(`this pod tracks ${this.q.maxBuckets} buckets (RLQS_MAX_BUCKETS)`, 'exhausted');
+    }
+  }
+
+  private createBucket(key: string, domain: string, bucket: Readonly<Record<string, string>>): Bucket {
+    const hash = createHash('sha1').update(key).digest('hex');
+    const b = new Bucket(key, domain, bucket, `${this.opts.keyPrefix}rlqs_${hash}`);
+    this.rematch(b);
+    this.buckets.set(key, b);
+    this.metrics.buckets.set(this.buckets.size);
+    return b;
+  }
+
+  private rematch(b: Bucket): void {
+    b.match = this.matcher?.match(b.domain, b.bucket);
+    b.budget = budgetOf(b.match?.rule);
+    b.rule = this.metrics.rule(b.match?.rule.statKey);
+    if (b.match === undefined) this.metrics.unknownBuckets.inc();
+  }
+
+  private unsubscribe(b: Bucket, s: QuotaStream): void {
+    if (!b.subs.delete(s)) return;
+    if (b.subs.size === 0) {
+      this.buckets.delete(b.key);
+      this.metrics.buckets.set(this.buckets.size);
+    } else this.reallocate(b, false);
+  }
+
+  /** Pending actions per stream, sent together by flush(). */
+  private readonly outbox = new Map<QuotaStream, WireBucketAction[]>();
+
+  /** Divides the bucket's budget and queues the assignments that must be sent. */
+  private reallocate(b: Bucket, force: boolean): void {
+    const subs = [...b.subs];
+    const demands: Demand[] = subs.map(([, sub]) => ({ demand: sub.demand, established: sub.reports >= 2 }));
+    let podShare = 0;
+    if (b.budget.kind === 'rate') {
+      podShare = b.budget.perSecond * podFraction(b.localDemand(), b.fleet.othersDemand, this.q.expectedPods);
+    }
+    divide(podShare, demands, this.shares);
+    const now = this.now();
+    let assigned = 0;
+    for (let i = 0; i < subs.length; i++) {
+      const [s, sub] = subs[i]!;
+      sub.share = this.shares[i]!;
+      assigned += sub.share;
+      const kind = b.budget.kind === 'rate' && sub.share <= 0 ? 'deny' : b.budget.kind;
+      const ttlMs = this.q.ttlIntervals * s.intervalMs;
+      const due =
+        force ||
+        sub.sentShare < 0 ||
+        kind !== sub.sentKind ||
+        (kind === 'rate' && movedBeyond(sub.sentShare, sub.share, this.q.reassignThresholdPercent)) ||
+        now - sub.sentAtMs >= ttlMs / 2;
+      if (!due) continue;
+      sub.sentShare = sub.share;
+      sub.sentKind = kind;
+      sub.sentAtMs = now;
+      let list = this.outbox.get(s);
+      if (list === undefined) this.outbox.set(s, (list = []));
+      list.push(this.assignment(b, sub.share, ttlMs));
+    }
+    b.assigned = assigned;
+  }
+
+  private assignment(b: Bucket, share: number, ttlMs: number): WireBucketAction {
+    return {
+      bucketId: { bucket: b.bucket },
+      quotaAssignmentAction: {
+        assignmentTimeToLive: { seconds: Math.floor(ttlMs / 1000), nanos: (ttlMs % 1000) * 1e6 },
+        rateLimitStrategy: strategyFor(b.budget, share),
+      },
+    };
+  }
+
+  private flush(): void {
+    for (const [s, actions] of this.outbox) this.send(s, actions);
+    this.outbox.clear();
+  }
+
+  private send(s: QuotaStream, actions: WireBucketAction[]): void {
+    if (s.out.closed || actions.length === 0) return;
+    s.responses++;
+    this.metrics.responses.inc();
+    s.out.send({ bucketAction: actions });
+  }
+
+  /** Abandons idle buckets, exchanges fleet demand once per window, refreshes assignments. */
+  private tick(): void {
+    const now = this.now();
+    for (const s of this.streams) {
+      let abandoned: WireBucketAction[] | undefined;
+      for (const b of s.buckets.values()) {
+        if (now - b.subs.get(s)!.lastReportMs < this.q.idleTimeoutMs) continue;
+        (abandoned ??= []).push({ bucketId: { bucket: b.bucket }, abandonAction: {} });
+        b.rule.abandoned.inc();
+        s.buckets.delete(b.key);
+        this.unsubscribe(b, s);
+      }
+      if (abandoned) this.send(s, abandoned);
+    }
+    for (const b of this.buckets.values()) this.reallocate(b, false);
+    this.flush();
+    this.metrics.refresh(this.buckets.values());
+    if (this.exchanging || this.buckets.size === 0) return;
+    this.exchanging = true;
+    const rated = [...this.buckets.values()].filter((b) => b.budget.kind === 'rate');
+    this.fleet
+      .exchange(rated, now)
+      .then((ok) => {
+        if (!ok) this.metrics.fleetErrors.inc();
+      })
+      .finally(() => (this.exchanging = false));
+  }
+}
