@@ -18,6 +18,7 @@ import {
   exactFleet,
   median,
   probeRlqs,
+  rlqsEnv,
   rlqsFleet,
   runFleet,
   SCENARIOS,
@@ -34,6 +35,9 @@ import type { Phase, PhaseContext } from './phase.js';
 export const RLQS_BUDGET = 500;
 export const RLQS_DEMAND_FACTOR = 1.5;
 export const RLQS_INTERVAL_MS = 1000;
+const WARMUP_WINDOWS = 2;
+const STEADY_WINDOWS = 4;
+const AFTER_SHIFT_WINDOWS = 5;
 const SERVERS = ['ours (RLQS)', 'static full quota', 'exact ShouldRateLimit'] as const;
 type ServerName = (typeof SERVERS)[number];
 
@@ -46,6 +50,8 @@ export interface RlqsAccuracyRow {
   steadyWorst: number;
   convergeIntervals: number | null | undefined;
   failed: number;
+  /** Lowest requests sent ÷ the fleet's demand over the steady windows (below 1: the load generator fell behind). */
+  delivered: number;
   admitted: number[];
 }
 
@@ -63,8 +69,8 @@ const pct = (x: number) => (Number.isNaN(x) ? '–' : `${(x * 100).toFixed(1)} %
 /** The markdown table of a result. */
 export function rlqsAccuracyTable(r: RlqsAccuracyResult): string {
   const lines = [
-    '| pods | Envoys | demand | server | admitted ÷ budget, median window | worst window | after the shift: reporting intervals until within 10 % |',
-    '|---|---|---|---|---|---|---|',
+    '| pods | Envoys | demand | server | admitted ÷ budget, median window | worst window | after the shift: reporting intervals until within 10 % | load delivered (lowest window) |',
+    '|---|---|---|---|---|---|---|---|',
   ];
   for (const x of r.rows) {
     const conv =
@@ -75,7 +81,7 @@ export function rlqsAccuracyTable(r: RlqsAccuracyResult): string {
           : String(x.convergeIntervals);
     const failed = x.failed ? ` (${x.failed} calls failed open)` : '';
     lines.push(
-      `| ${x.pods} | ${x.n} | ${x.scenario} | ${x.server} | ${pct(x.steadyMedian)}${failed} | ${pct(x.steadyWorst)} | ${conv} |`,
+      `| ${x.pods} | ${x.n} | ${x.scenario} | ${x.server} | ${pct(x.steadyMedian)}${failed} | ${pct(x.steadyWorst)} | ${conv} | ${pct(x.delivered)} |`,
     );
   }
   return lines.join('\n');
@@ -100,6 +106,7 @@ async function measure(ctx: PhaseContext): Promise<RlqsAccuracyResult> {
         redisUrl: redis.url,
         configYaml: accuracyServiceConfig(RLQS_BUDGET),
         root: join(root, `pods-${p}`),
+        env: rlqsEnv(p, RLQS_INTERVAL_MS),
       });
       const statics = Array.from(
         { length: p },
@@ -134,9 +141,9 @@ async function measure(ctx: PhaseContext): Promise<RlqsAccuracyResult> {
                   budget: RLQS_BUDGET,
                   demandFactor: RLQS_DEMAND_FACTOR,
                   reportingIntervalMs: RLQS_INTERVAL_MS,
-                  warmupWindows: 2,
-                  steadyWindows: 4,
-                  afterShiftWindows: 5,
+                  warmupWindows: WARMUP_WINDOWS,
+                  steadyWindows: STEADY_WINDOWS,
+                  afterShiftWindows: AFTER_SHIFT_WINDOWS,
                 });
               } finally {
                 for (const c of clients) c.close();
@@ -150,6 +157,11 @@ async function measure(ctx: PhaseContext): Promise<RlqsAccuracyResult> {
                 steadyWorst: worst(r.steadyRatios),
                 convergeIntervals: r.convergeIntervals,
                 failed: r.failed,
+                delivered: Math.min(
+                  ...r.sent
+                    .slice(WARMUP_WINDOWS, WARMUP_WINDOWS + STEADY_WINDOWS)
+                    .map((x) => x / (RLQS_BUDGET * RLQS_DEMAND_FACTOR)),
+                ),
                 admitted: r.admitted,
               };
               result.rows.push(row);

@@ -326,3 +326,12 @@ export function probeRlqs(target: string, deadlineMs = 10_000): Promise<'answers
     });
   });
 }
+
+/** The service settings that turn its quota server on for `pods` pods and Envoys reporting every `intervalMs`. */
+export function rlqsEnv(pods: number, intervalMs: number): Record<string, string> {
+  return {
+    RLQS_ENABLED: 'true',
+    RLQS_REPORTING_INTERVAL: `${intervalMs}ms`,
+    RLQS_EXPECTED_PODS: String(pods),
+  };
+}
