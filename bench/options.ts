@@ -41,8 +41,9 @@ export interface BenchOptions {
   node?: string;
   compareNode?: string;
   log: (msg: string) => void;
-  /** RLQS accuracy phase: fleet sizes (`--rlqs-fleets=2,10,50`) and pod counts (`--rlqs-pods=1,3`). */
-  rlqs: { fleets: number[]; pods: number[] };
+  /** RLQS accuracy phase: fleet sizes (`--rlqs-fleets=2,10,50`), pod counts (`--rlqs-pods=1,3`), and
+   *  `--rlqs-divergences`: also our server with simulated Envoys diverging from Envoy on purpose. */
+  rlqs: { fleets: number[]; pods: number[]; divergences: boolean };
 }
 
 /** The value of `--name=value` in argv, if present. */
@@ -96,6 +97,7 @@ export function parseArgs(argv: string[], phaseNames: readonly string[]): BenchO
     rlqs: {
       fleets: (list(get('rlqs-fleets')) ?? (quick ? ['2', '10'] : ['2', '10', '50'])).map(Number),
       pods: (list(get('rlqs-pods')) ?? (quick ? ['1'] : ['1', '3'])).map(Number),
+      divergences: argv.includes('--rlqs-divergences'),
     },
   };
 }

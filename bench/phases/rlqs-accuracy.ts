@@ -39,7 +39,16 @@ const WARMUP_WINDOWS = 2;
 const STEADY_WINDOWS = 4;
 const AFTER_SHIFT_WINDOWS = 5;
 const SERVERS = ['ours (RLQS)', 'static full quota', 'exact ShouldRateLimit'] as const;
-type ServerName = (typeof SERVERS)[number];
+/** `--rlqs-divergences`: our server again with simulated Envoys that diverge from Envoy (envoy.ts), to
+ *  measure what each Envoy behaviour costs. */
+const DIVERGENT = {
+  'ours, Envoy keeping tokens on a change': { carryTokens: true },
+  'ours, Envoy keeping tokens and reading fractional fill intervals': {
+    carryTokens: true,
+    exactFillInterval: true,
+  },
+} as const;
+type ServerName = (typeof SERVERS)[number] | keyof typeof DIVERGENT;
 
 export interface RlqsAccuracyRow {
   pods: number;
@@ -122,11 +131,22 @@ async function measure(ctx: PhaseContext): Promise<RlqsAccuracyResult> {
         }
         for (const n of o.rlqs.fleets)
           for (const scenario of SCENARIOS)
-            for (const server of SERVERS) {
-              if (server === 'ours (RLQS)' && !oursOk) continue;
+            for (const server of [
+              ...SERVERS,
+              ...(o.rlqs.divergences ? (Object.keys(DIVERGENT) as (keyof typeof DIVERGENT)[]) : []),
+            ]) {
+              if (server.startsWith('ours') && !oursOk) continue;
               await flush.flushall();
               let clients: FleetClient[];
               if (server === 'ours (RLQS)') clients = rlqsFleet(filter, n, pods.targets).clients;
+              else if (server in DIVERGENT)
+                clients = rlqsFleet(
+                  filter,
+                  n,
+                  pods.targets,
+                  {},
+                  DIVERGENT[server as keyof typeof DIVERGENT],
+                ).clients;
               else if (server === 'static full quota')
                 clients = rlqsFleet(
                   filter,

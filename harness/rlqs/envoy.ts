@@ -52,23 +52,31 @@ export class Limiter {
   private windowCount = 0;
   readonly rate: number; // token bucket: tokens per ms
 
+  /** `exactFillInterval`: use the fill interval's fractions of a second (a divergence from Envoy, to
+   *  measure what Envoy's whole-second reading costs); `initialTokens`: start with these instead of full. */
   constructor(
     readonly strategy: RateLimitStrategy,
     now: number,
+    opts: { exactFillInterval?: boolean; initialTokens?: number } = {},
   ) {
     const tb = strategy.token_bucket;
     if (tb) {
       // Envoy: tokens_per_fill / fill_interval in whole seconds (a sub-second interval gives an
       // unbounded rate); tokens_per_fill defaults to 1 as the proto documents.
-      const seconds = Math.floor(
-        Number(tb.fill_interval?.seconds ?? 0) + Number(tb.fill_interval?.nanos ?? 0) / 1e9,
-      );
+      const exact = Number(tb.fill_interval?.seconds ?? 0) + Number(tb.fill_interval?.nanos ?? 0) / 1e9;
+      const seconds = opts.exactFillInterval ? exact : Math.floor(exact);
       const perFill = Number(tb.tokens_per_fill?.value ?? 1);
       this.rate = seconds > 0 ? perFill / (seconds * 1000) : Infinity;
-      this.tokens = Number(tb.max_tokens);
+      this.tokens = Math.min(Number(tb.max_tokens), opts.initialTokens ?? Infinity);
     } else this.rate = 0;
     this.last = now;
     this.windowStart = now;
+  }
+
+  /** Tokens in the bucket at `now` (token bucket only). */
+  tokensAt(now: number): number {
+    const max = Number(this.strategy.token_bucket?.max_tokens ?? 0);
+    return Math.min(max, this.tokens + (now - this.last) * this.rate);
   }
 
   /** Whether one request may pass at `now` (ms, monotonic); takes a token when it does. */
@@ -223,6 +231,13 @@ export interface EnvoyEmulatorOptions {
   target: string;
   /** Monotonic clock in ms (default performance.now). */
   now?: () => number;
+  /**
+   * Deliberate divergences from Envoy, off by default, to measure what each Envoy behaviour costs a
+   * quota server: `carryTokens` — a changed token bucket assignment keeps the tokens left (at most its
+   * max_tokens) instead of starting full; `exactFillInterval` — fill_interval read with its fractions of
+   * a second instead of whole seconds.
+   */
+  divergences?: { carryTokens?: boolean; exactFillInterval?: boolean };
 }
 
 /** What a request got: allowed, or denied with the deny response's HTTP status. */
@@ -241,6 +256,7 @@ export class RlqsEnvoyEmulator {
   private reportTimer: NodeJS.Timeout | undefined;
   private closed = false;
   private readonly now: () => number;
+  private readonly divergences: NonNullable<EnvoyEmulatorOptions['divergences']>;
   /** gRPC status codes the stream ended with, in order (0 = OK). */
   readonly streamErrors: number[] = [];
   /** Messages sent and received on the stream, and responses naming a bucket this Envoy does not have. */
@@ -251,6 +267,7 @@ export class RlqsEnvoyEmulator {
     this.domain = filter.domain;
     ({ rules: this.rules, noMatch: this.noMatch } = compileMatcher(filter.bucket_matchers));
     this.now = opts.now ?? (() => performance.now());
+    this.divergences = opts.divergences ?? {};
     const Ctor = grpc.makeGenericClientConstructor(rlqsServiceDefinition(), 'RateLimitQuotaService');
     // A connection of its own, as a separate Envoy would have.
     this.client = new Ctor(opts.target, grpc.credentials.createInsecure(), {
@@ -411,7 +428,13 @@ export class RlqsEnvoyEmulator {
     const q = a.quota_assignment_action;
     if (!q) return;
     const s: RateLimitStrategy = q.rate_limit_strategy ?? { blanket_rule: 'ALLOW_ALL' };
-    if (!(b.limiter && s.token_bucket && b.limiter.sameTokenBucket(s))) b.limiter = new Limiter(s, now);
+    if (!(b.limiter && s.token_bucket && b.limiter.sameTokenBucket(s))) {
+      const carry = this.divergences.carryTokens && b.limiter?.strategy.token_bucket && s.token_bucket;
+      b.limiter = new Limiter(s, now, {
+        exactFillInterval: this.divergences.exactFillInterval,
+        initialTokens: carry ? b.limiter!.tokensAt(now) : undefined,
+      });
+    }
     b.state = 'assigned';
     clearTimeout(b.timer);
     // Envoy arms the expiry with the whole seconds of the TTL.

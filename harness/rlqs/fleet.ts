@@ -6,7 +6,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { LOOPBACK } from '../net.js';
 import { RlsClient, request } from '../system.js';
-import { RlqsEnvoyEmulator } from './envoy.js';
+import { RlqsEnvoyEmulator, type EnvoyEmulatorOptions } from './envoy.js';
 import type { Json } from '../envoy-actions.js';
 import {
   envoyProtos,
@@ -200,10 +200,11 @@ export function rlqsFleet(
   n: number,
   targets: string[],
   headers: Record<string, string> = {},
+  divergences?: EnvoyEmulatorOptions['divergences'],
 ): { clients: FleetClient[]; emulators: RlqsEnvoyEmulator[] } {
   const emulators = Array.from(
     { length: n },
-    (_, i) => new RlqsEnvoyEmulator(filter, { target: targets[i % targets.length] }),
+    (_, i) => new RlqsEnvoyEmulator(filter, { target: targets[i % targets.length], divergences }),
   );
   const clients = emulators.map((em) => ({
     send: () => em.decide(headers).allowed,
