@@ -143,24 +143,44 @@ t.test(
     await waitUntil(() => em.bucketStates().get(bucketKey(acmeId)) === 'assigned', { deadlineMs: 10_000 });
     t.same(em.decide(acme), { allowed: false, status: 429 }, 'DENY_ALL → 429 (deny_response_settings)');
     // A token bucket of 3: three pass, the fourth does not.
-    srv.send({
+    const tokenBucket = (maxTokens: number, ttlSeconds: number) => ({
       bucket_action: [
         {
           bucket_id: acmeId,
           quota_assignment_action: {
-            assignment_time_to_live: { seconds: 1 },
+            assignment_time_to_live: { seconds: ttlSeconds },
             rate_limit_strategy: {
-              token_bucket: { max_tokens: 3, tokens_per_fill: { value: 1 }, fill_interval: { seconds: 60 } },
+              token_bucket: {
+                max_tokens: maxTokens,
+                tokens_per_fill: { value: 1 },
+                fill_interval: { seconds: 60 },
+              },
             },
           },
         },
       ],
     });
+    srv.send(tokenBucket(3, 30));
     await waitUntil(() => em.decide(acme).allowed, {
       deadlineMs: 10_000,
       what: 'the token bucket assignment',
     });
     t.same([em.decide(acme).allowed, em.decide(acme).allowed, em.decide(acme).allowed], [true, true, false]);
+    // The same token bucket again keeps the (empty) bucket; a different one starts a new, full bucket.
+    const answered = (n: number) => () => em.counters.responses >= n;
+    srv.send(tokenBucket(3, 30));
+    await waitUntil(answered(em.counters.responses + 1), { deadlineMs: 10_000, what: 'the same assignment' });
+    t.equal(em.decide(acme).allowed, false, 'an identical token bucket carries the empty bucket over');
+    srv.send(tokenBucket(4, 1));
+    await waitUntil(answered(em.counters.responses + 1), {
+      deadlineMs: 10_000,
+      what: 'a changed assignment',
+    });
+    t.same(
+      Array.from({ length: 5 }, () => em.decide(acme).allowed),
+      [true, true, true, true, false],
+      'a changed token bucket starts full (max_tokens 4)',
+    );
     // Its TTL (1 s) runs out: the example's expired fallback (10 a second) applies.
     await waitUntil(() => em.bucketStates().get(bucketKey(acmeId)) === 'expired', {
       deadlineMs: 10_000,
