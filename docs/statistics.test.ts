@@ -7,7 +7,8 @@ import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startRedis } from '../harness/redis/index.js';
-import { descriptor, startTestApp } from '../ratelimit/test-support.js';
+import { descriptor, eventually, startTestApp } from '../ratelimit/test-support.js';
+import { openQuotaStream } from '../ratelimit/quota/test-client.js';
 
 const page = readFileSync(join(dirname(fileURLToPath(import.meta.url)), 'observability.md'), 'utf8');
 const documented = new Set([...page.matchAll(/`([^`\s]+)`/g)].map((m) => m[1]!));
@@ -18,6 +19,8 @@ function documentedName(name: string): string[] {
   if (m) return ['ratelimit.service.rate_limit.<DOMAIN>.domain_not_found'];
   m = /^ratelimit\.service\.rate_limit\..+\.([a-z_]+)$/.exec(name);
   if (m) return [`ratelimit.service.rate_limit.<DOMAIN>.<KEY>.<STAT>`, m[1]!];
+  m = /^ratelimit\.rlqs\..+\.(subscribers|assigned|allowed|denied|abandoned)$/.exec(name);
+  if (m) return [`ratelimit.rlqs.<DOMAIN>.<KEY>.${m[1]}`];
   m = /^ratelimit\.service\.failure_mode\.[a-z]+$/.exec(name);
   if (m) return ['ratelimit.service.failure_mode.<MODE>'];
   m = /^ratelimit\.redis\.[^.]+\.[^.]+\.([a-z_]+)$/.exec(name);
@@ -40,15 +43,29 @@ t.test('every statistic the service registers is listed in docs/observability.md
       REDIS_URL: redis.url,
       CACHE_WRITE_BEHIND_ENABLED: 'true',
       STATS_MAX_UNKNOWN_DOMAINS: '0',
+      RLQS_ENABLED: 'true',
+      RLQS_REPORTING_INTERVAL: '100ms',
+      RLQS_IDLE_TIMEOUT: '100ms',
     },
   });
   t.teardown(() => svc.close());
   for (let i = 0; i < 4; i++) await svc.call({ domain: 'd', descriptors: [descriptor(['k', '1'])] });
   await svc.call({ domain: 'd', descriptors: [descriptor(['s', '1'])] });
   await svc.call({ domain: 'nope', descriptors: [descriptor(['k', '1'])] });
+  // A quota stream: a known and an unknown bucket, reported once, then abandoned.
+  const quota = openQuotaStream(svc.grpcAddress);
+  t.teardown(() => quota.close());
+  quota.report('d', { k: '1' }, 10, 1);
+  quota.report('d', { nobody: '1' }, 10, 1);
+  await eventually(() => quota.latest({ k: '1' })?.bucketAction === 'abandonAction', 10_000, 'abandon');
   const names = Object.keys(svc.app.stats.snapshot());
   t.ok(names.length > 20, `${names.length} statistics registered`);
-  for (const family of ['ratelimit.service.rate_limit.', 'ratelimit.redis.', 'ratelimit.write_behind.'])
+  for (const family of [
+    'ratelimit.service.rate_limit.',
+    'ratelimit.redis.',
+    'ratelimit.write_behind.',
+    'ratelimit.rlqs.d.k.',
+  ])
     t.ok(
       names.some((n) => n.startsWith(family)),
       `the run reaches ${family}*`,

@@ -88,7 +88,7 @@ examples:
 
 exit status: 0 printed, 1 a key has no source (listed), 2 usage error or invalid config
 `,
-  explain: `usage: ratelimit-config explain --config <paths> --domain D --descriptor k=v[,k=v...] [...]
+  explain: `usage: ratelimit-config explain --config <paths> --domain D (--descriptor k=v[,k=v...] | --bucket k=v[,k=v...]) [...]
 
 For each descriptor: the entry matched at each level and why, the rule, its limits and algorithm,
 and the keys it is counted under right now; or why nothing matches.
@@ -97,6 +97,11 @@ options:
   --config PATH           files or folders (repeatable)
   --domain D
   --descriptor k=v,...    one request descriptor (repeatable: replaces applies across them)
+  --bucket k=v,...        a rate limit quota BucketId (repeatable): the descriptor it is matched as
+                          (its pairs in the tree's order) and that descriptor's rule
+  --rlqs-url URL          with --bucket: a pod's debug server (http://host:6070); shows the bucket's
+                          current subscribers, demand and shares there (its /rlqs)
+  --timeout SECONDS       for --rlqs-url (default 10)
   --now UNIX_SECONDS      the time the windows are computed for (default now)
   --format text|json
   --env-file FILE, --env NAME=VALUE   CACHE_KEY_PREFIX and other settings
@@ -105,6 +110,7 @@ options:
 examples:
   ratelimit-config explain --config examples/config --domain example --descriptor path=/api,user=bob
   ratelimit-config explain --config deploy/api --domain api --descriptor user=alice --descriptor tenant=acme
+  ratelimit-config explain --config deploy/api --domain api --bucket path=/api,tenant=acme --rlqs-url http://127.0.0.1:6070
 
 exit status: 0 explained (a descriptor that matches nothing included), 2 usage error or invalid config
 `,

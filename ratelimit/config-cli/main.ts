@@ -6,12 +6,21 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs, parseEnv } from 'node:util';
 import { loadSettings, type Settings } from '../settings/index.js';
-import { buildConfigSet, hasErrors, type ConfigSet, type Problem } from './config-set.js';
+import { buildConfigSet, compileSet, hasErrors, type ConfigSet, type Problem } from './config-set.js';
 import { convertSources } from './convert.js';
 import { CounterClient, formatReadings } from './counters.js';
 import { diffSets, formatDiffMarkdown } from './diff.js';
 import { envoyRateLimits, formatEnvoyYaml, parseMatch, type HeaderCondition } from './envoy.js';
 import { Explainer, formatExplanations, parseDescriptor } from './explain.js';
+import {
+  type BucketReading,
+  fetchAssignments,
+  formatAssignments,
+  formatBucketReading,
+  type LiveSubscriber,
+  parseBucket,
+  readBuckets,
+} from './explain-bucket.js';
 import { COMMAND_HELP, COMMANDS, packageVersion, suggest, USAGE, type Command } from './help.js';
 import { expandPaths, readSources, RLC_KIND } from './sources.js';
 
@@ -245,6 +254,8 @@ const REQUEST = {
   env: { type: 'string', multiple: true },
   yes: { type: 'boolean' },
   timeout: { type: 'string' },
+  bucket: { type: 'string', multiple: true },
+  'rlqs-url': { type: 'string' },
 } as const;
 
 interface RequestValues {
@@ -256,6 +267,9 @@ interface RequestValues {
   env?: string[];
   namespace?: string;
   'merge-domain-config'?: boolean;
+  bucket?: string[];
+  'rlqs-url'?: string;
+  timeout?: string;
 }
 
 /** The service's settings from the environment, then --env-file files, then --env pairs. */
@@ -271,37 +285,96 @@ function settingsFrom(values: RequestValues, io: Io): Settings {
 }
 
 function explainRequest(values: RequestValues, io: Io, settings: Settings) {
-  if (!values.domain) throw new UsageError('--domain is required');
   if (!values.descriptor?.length) throw new UsageError('at least one --descriptor k=v[,k=v] is required');
-  const descriptors = values.descriptor.map((d) => {
+  return explainWithBuckets(values, io, settings)?.list;
+}
+
+/** explain's work: the --descriptor requests, then each --bucket read as the descriptor it matches as. */
+function explainWithBuckets(values: RequestValues, io: Io, settings: Settings) {
+  if (!values.domain) throw new UsageError('--domain is required');
+  if (!values.descriptor?.length && !values.bucket?.length)
+    throw new UsageError('at least one --descriptor k=v[,k=v] (or --bucket k=v[,k=v]) is required');
+  const descriptors = (values.descriptor ?? []).map((d) => {
     try {
       return parseDescriptor(d);
     } catch (err) {
       throw new UsageError((err as Error).message);
     }
   });
+  const bucketMaps = (values.bucket ?? []).map((b) => {
+    try {
+      return parseBucket(b);
+    } catch (err) {
+      throw new UsageError((err as Error).message);
+    }
+  });
   const set = loadSet(values.config ?? [], values, io);
   if (!requireValid(set, 'explain', io)) return undefined;
+  let buckets: BucketReading[] = [];
+  if (bucketMaps.length > 0) {
+    try {
+      buckets = readBuckets(compileSet(set), values.domain, bucketMaps);
+    } catch (err) {
+      io.err(`explain: ${(err as Error).message}\n`);
+      return undefined;
+    }
+  }
   let nowSeconds: number | undefined;
   if (values.now !== undefined) {
     nowSeconds = Number(values.now);
     if (!Number.isInteger(nowSeconds) || nowSeconds < 0) throw new UsageError('--now must be unix seconds');
   }
   const explainer = new Explainer(set);
-  return explainer.explain(values.domain, descriptors, {
+  const opts = {
     cacheKeyPrefix: settings.cacheKeyPrefix,
     ...(nowSeconds === undefined ? {} : { nowSeconds }),
-  });
+  };
+  const list = explainer.explain(values.domain, descriptors.length > 0 ? descriptors : [], opts);
+  const bucketList = buckets.map((b) =>
+    b.descriptor === undefined ? undefined : explainer.explain(values.domain!, [[...b.descriptor]], opts)[0]!,
+  );
+  return { list, buckets, bucketList };
 }
 
-function explain(args: string[], io: Io): number {
+async function explain(args: string[], io: Io): Promise<number> {
   const { values } = parseArgs({ args, options: REQUEST, allowPositionals: false });
   const format = values.format ?? 'text';
   if (!['text', 'json'].includes(format)) throw new UsageError(`unknown --format ${format}`);
-  const list = explainRequest(values, io, settingsFrom(values, io));
-  if (!list) return 2;
-  if (format === 'json') io.out(JSON.stringify({ domain: values.domain, descriptors: list }, null, 2) + '\n');
-  else io.out(formatExplanations(values.domain!, list));
+  const r = explainWithBuckets(values, io, settingsFrom(values, io));
+  if (!r) return 2;
+  const url = values['rlqs-url'];
+  const timeoutMs = values.timeout === undefined ? 10_000 : Number(values.timeout) * 1000;
+  if (!(timeoutMs > 0)) throw new UsageError('--timeout must be a positive number of seconds');
+  const live: (LiveSubscriber[] | string)[] = [];
+  if (url !== undefined) {
+    for (const b of r.buckets) {
+      try {
+        live.push(await fetchAssignments(url, values.domain!, b.bucket, timeoutMs));
+      } catch (err) {
+        live.push(`cannot read ${url}/rlqs: ${(err as Error).message}`);
+      }
+    }
+  }
+  if (format === 'json') {
+    const buckets = r.buckets.map((b, i) => ({
+      bucket: b.bucket,
+      descriptor: b.descriptor ?? null,
+      explanation: r.bucketList[i] ?? null,
+      ...(url === undefined ? {} : { assignments: live[i] }),
+    }));
+    io.out(JSON.stringify({ domain: values.domain, descriptors: r.list, buckets }, null, 2) + '\n');
+    return 0;
+  }
+  if (r.list.length > 0) io.out(formatExplanations(values.domain!, r.list));
+  r.buckets.forEach((b, i) => {
+    io.out(formatBucketReading(b));
+    const x = r.bucketList[i];
+    if (x) io.out(formatExplanations(values.domain!, [x]));
+    if (url !== undefined) {
+      const l = live[i]!;
+      io.out(typeof l === 'string' ? `  ${l}\n` : formatAssignments(url, l));
+    }
+  });
   return 0;
 }
 
@@ -509,7 +582,7 @@ export async function main(argv: readonly string[], io: Io = defaultIo): Promise
       case 'envoy':
         return envoy(rest, io);
       case 'explain':
-        return explain(rest, io);
+        return await explain(rest, io);
       case 'diff':
         return diff(rest, io);
       case 'counters':

@@ -144,7 +144,12 @@ t.test('the caller errors end that stream only, with INVALID_ARGUMENT naming the
 });
 
 t.test('a config change is pushed at once to every subscriber', async (t) => {
-  const app = await pod(t, { RLQS_REPORTING_INTERVAL: '10s', RLQS_IDLE_TIMEOUT: '60s' });
+  // A 60% move is under the threshold: the periodic pass would not send it, only the reload does.
+  const app = await pod(t, {
+    RLQS_REPORTING_INTERVAL: '10s',
+    RLQS_IDLE_TIMEOUT: '60s',
+    RLQS_REASSIGN_THRESHOLD_PERCENT: '100',
+  });
   const s = stream(t, app);
   s.report('rlqs', { tenant: 'c' }, 10, 10);
   await eventually(
@@ -163,7 +168,7 @@ t.test('a config change is pushed at once to every subscriber', async (t) => {
   t.pass('pushed without a report');
 });
 
-t.test('a bucket not reported for the idle timeout is abandoned', async (t) => {
+t.test('a bucket not reported for the idle timeout is abandoned, then the silent stream ends', async (t) => {
   const app = await pod(t, { RLQS_IDLE_TIMEOUT: '600ms' });
   const s = stream(t, app);
   s.report('rlqs', { tenant: 'idle' }, 10, 0.2);
@@ -176,6 +181,8 @@ t.test('a bucket not reported for the idle timeout is abandoned', async (t) => {
   const rlqs = JSON.parse(await (await fetch(`${app.debugUrl}/rlqs`)).text());
   t.equal(rlqs.buckets.length, 0, 'the bucket is forgotten');
   t.equal(app.app.stats.snapshot()['ratelimit.rlqs.rlqs.tenant.abandoned'], 1, 'counted');
+  await eventually(() => s.status !== undefined, 10_000, 'the silent stream ends');
+  t.equal(s.status!.code, 0, 'with OK: nothing left to watch');
 });
 
 t.test('graceful shutdown sends every assignment again with a TTL of 0, then ends the stream', async (t) => {

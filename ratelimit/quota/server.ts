@@ -84,11 +84,15 @@ export class QuotaStream {
   intervalMs: number;
   reports = 0;
   responses = 0;
+  /** When the stream last sent a report (or opened). */
+  lastReportMs: number;
   constructor(
     readonly out: QuotaStreamOut,
     defaultIntervalMs: number,
+    nowMs: number,
   ) {
     this.intervalMs = defaultIntervalMs;
+    this.lastReportMs = nowMs;
   }
 }
 
@@ -152,7 +156,7 @@ export class QuotaServer {
         'exhausted',
       );
     }
-    const s = new QuotaStream(out, this.q.reportingIntervalMs);
+    const s = new QuotaStream(out, this.q.reportingIntervalMs, this.now());
     this.streams.add(s);
     this.metrics.streams.set(this.streams.size);
     return s;
@@ -174,6 +178,7 @@ export class QuotaServer {
     s.reports++;
     this.metrics.reports.inc();
     const now = this.now();
+    s.lastReportMs = now;
     const touched: Bucket[] = [];
     let maxElapsed = 0;
     for (const u of usages) {
@@ -395,6 +400,12 @@ export class QuotaServer {
         this.unsubscribe(b, s);
       }
       if (abandoned) this.send(s, abandoned);
+      // A stream with nothing to watch that has been silent as long ends, so silent streams cannot hold
+      // RLQS_MAX_STREAMS slots for ever (Envoy opens a new one with its next report).
+      if (s.buckets.size === 0 && now - s.lastReportMs >= this.q.idleTimeoutMs) {
+        this.close(s);
+        s.out.end('ok', `no report for ${this.q.idleTimeoutMs}ms (RLQS_IDLE_TIMEOUT)`);
+      }
     }
     for (const b of this.buckets.values()) this.reallocate(b, false);
     this.flush();

@@ -1,0 +1,113 @@
+// The allocation rules and the bucket matching of docs/rlqs.md, as pure functions.
+import t from 'tap';
+import { loadConfig } from '../config/index.js';
+import { BucketMatcher, budgetOf, divide, podFraction, strategyFor } from './index.js';
+
+const config = (yaml: string) => loadConfig([{ name: 'test.yaml', yaml }]);
+
+t.test('a bucket is matched in the tree order whatever the map order; ambiguity is refused', async (t) => {
+  const m = new BucketMatcher(
+    config(`domain: d
+descriptors:
+  - key: a
+    descriptors:
+      - key: b
+        value: x
+        rate_limit: { unit: second, requests_per_unit: 5 }
+  - key: a
+    value: special
+    rate_limit: { unit: minute, requests_per_unit: 7 }
+  - key: c
+    descriptors:
+      - key: c
+        rate_limit: { unit: second, requests_per_unit: 1 }
+`),
+  );
+  t.equal(m.match('d', { b: 'x', a: '1' })?.rule.requestsPerUnit, 5, 'b, a read as a -> b');
+  t.equal(m.match('d', { a: 'special' })?.rule.requestsPerUnit, 7, 'exact value first, as ShouldRateLimit');
+  t.equal(m.match('d', { b: 'y', a: '1' }), undefined, 'value not matched: no rule');
+  t.equal(m.match('d', { a: '1', b: 'x', z: '1' }), undefined, 'an extra key: no rule');
+  t.equal(m.match('other', { a: '1' }), undefined, 'unknown domain: no rule');
+  t.same(m.orderOf('d', ['b', 'a']), ['a', 'b']);
+  t.throws(
+    () =>
+      new BucketMatcher(
+        config(`domain: d
+descriptors:
+  - key: a
+    descriptors:
+      - key: b
+        rate_limit: { unit: second, requests_per_unit: 5 }
+  - key: b
+    descriptors:
+      - key: a
+        rate_limit: { unit: second, requests_per_unit: 5 }
+`),
+      ),
+    /ambiguous for rate limit quota buckets: the paths a -> b and b -> a/,
+  );
+});
+
+t.test('shares follow demand, a newcomer weighs the average, every share sums to the total', async (t) => {
+  const out: number[] = [];
+  divide(
+    100,
+    [
+      { demand: 300, established: true },
+      { demand: 100, established: true },
+    ],
+    out,
+  );
+  t.same(out, [75, 25]);
+  divide(
+    90,
+    [
+      { demand: 30, established: true },
+      { demand: 30, established: true },
+      { demand: 1, established: false },
+    ],
+    out,
+  );
+  t.same(out, [30, 30, 30], 'a new subscriber gets budget / (n + 1) while the others are equal');
+  divide(
+    100,
+    [
+      { demand: 100, established: true },
+      { demand: 0, established: true },
+    ],
+    out,
+  );
+  t.ok(
+    out[1]! > 0 && out[1]! < 1 && Math.abs(out[0]! + out[1]! - 100) < 1e-9,
+    'an idle subscriber keeps a trickle',
+  );
+  divide(
+    10,
+    [
+      { demand: 0, established: true },
+      { demand: 0, established: true },
+    ],
+    out,
+  );
+  t.same(out, [5, 5], 'no demand anywhere: equal shares');
+  t.equal(podFraction(30, 90, 1), 0.25, "this pod's demand over the fleet's");
+  t.equal(podFraction(30, undefined, 4), 0.25, 'fleet unknown: 1 / RLQS_EXPECTED_PODS');
+});
+
+t.test('a share is a token bucket refilled at exactly its rate', async (t) => {
+  const budget = budgetOf({
+    unlimited: false,
+    shadowMode: false,
+    limits: [{ algorithm: 'fixed_window', requestsPerUnit: 60, unit: 'MINUTE', unitSeconds: 60, burst: 0 }],
+  } as never);
+  t.same(budget, { kind: 'rate', perSecond: 1, burst: 0 });
+  t.same(strategyFor(budget, 1.5).tokenBucket, {
+    maxTokens: 2,
+    tokensPerFill: { value: 2 },
+    fillInterval: { seconds: 1, nanos: 333333333 },
+  });
+  t.same(strategyFor(budget, 0.25).tokenBucket?.fillInterval, { seconds: 4, nanos: 0 });
+  t.same(strategyFor(budget, 0), { blanketRule: 'DENY_ALL' });
+  t.same(strategyFor({ kind: 'allow' }, 5), { blanketRule: 'ALLOW_ALL' });
+  t.same(budgetOf(undefined), { kind: 'allow' }, 'no rule: allow all');
+});
