@@ -8,7 +8,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startRedis } from '../harness/redis/index.js';
 import { descriptor, eventually, startTestApp } from '../ratelimit/test-support.js';
-import { openQuotaStream } from '../ratelimit/quota/test-client.js';
+import { openQuotaStream } from '../ratelimit/quota/test-support.js';
 
 const page = readFileSync(join(dirname(fileURLToPath(import.meta.url)), 'observability.md'), 'utf8');
 const documented = new Set([...page.matchAll(/`([^`\s]+)`/g)].map((m) => m[1]!));

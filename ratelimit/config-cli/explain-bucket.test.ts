@@ -2,7 +2,7 @@
 // a configuration ambiguous for buckets refused; --rlqs-url shows a live pod's current assignments.
 import t from 'tap';
 import { eventually, startTestApp } from '../test-support.js';
-import { openQuotaStream } from '../quota/test-client.js';
+import { openQuotaStream } from '../quota/test-support.js';
 import { runInProcess, tempFiles } from './testing.js';
 
 const CONFIG = `domain: api

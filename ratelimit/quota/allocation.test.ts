@@ -53,8 +53,8 @@ t.test('shares follow demand, a newcomer weighs the average, every share sums to
   divide(
     100,
     [
-      { demand: 300, established: true },
-      { demand: 100, established: true },
+      { demand: 300, established: true, sampled: true },
+      { demand: 100, established: true, sampled: true },
     ],
     out,
   );
@@ -62,9 +62,9 @@ t.test('shares follow demand, a newcomer weighs the average, every share sums to
   divide(
     90,
     [
-      { demand: 30, established: true },
-      { demand: 30, established: true },
-      { demand: 1, established: false },
+      { demand: 30, established: true, sampled: true },
+      { demand: 30, established: true, sampled: true },
+      { demand: 1, established: false, sampled: false },
     ],
     out,
   );
@@ -72,8 +72,8 @@ t.test('shares follow demand, a newcomer weighs the average, every share sums to
   divide(
     100,
     [
-      { demand: 100, established: true },
-      { demand: 0, established: true },
+      { demand: 100, established: true, sampled: true },
+      { demand: 0, established: true, sampled: true },
     ],
     out,
   );
@@ -84,12 +84,21 @@ t.test('shares follow demand, a newcomer weighs the average, every share sums to
   divide(
     10,
     [
-      { demand: 0, established: true },
-      { demand: 0, established: true },
+      { demand: 0, established: true, sampled: true },
+      { demand: 0, established: true, sampled: true },
     ],
     out,
   );
   t.same(out, [5, 5], 'no demand anywhere: equal shares');
+  divide(
+    100,
+    [
+      { demand: 30, established: false, sampled: true },
+      { demand: 0, established: false, sampled: false },
+    ],
+    out,
+  );
+  t.same(out, [50, 50], 'nobody established yet: a newcomer weighs as the sampled ones');
   t.equal(podFraction(30, 90, 1), 0.25, "this pod's demand over the fleet's");
   t.equal(podFraction(30, undefined, 4), 0.25, 'fleet unknown: 1 / RLQS_EXPECTED_PODS');
 });

@@ -33,28 +33,37 @@ export function budgetOf(rule: RateLimitRule | undefined): Budget {
 export interface Demand {
   /** Smoothed requests per second (allowed + denied over time elapsed). */
   readonly demand: number;
-  /** False until the subscriber's second report: its demand is not yet a full interval's. */
+  /** False until the subscriber's second demand sample: one sample may be a partial interval's. */
   readonly established: boolean;
+  /** At least one demand sample. */
+  readonly sampled: boolean;
 }
 
 /**
  * Splits `total` among subscribers: weight = demand, a subscriber not yet established at least the mean
- * of the established ones, every weight at least MIN_WEIGHT_FRACTION of the mean. The shares sum to
+ * of the established ones (of the sampled ones while none is established), every weight at least MIN_WEIGHT_FRACTION of the mean. The shares sum to
  * `total` (equal shares when every weight is 0). Writes into `out` (one per subscriber).
  */
 export function divide(total: number, subs: readonly Demand[], out: number[]): void {
   const n = subs.length;
   out.length = n;
   if (n === 0) return;
+  // The newcomers' reference: the mean demand of the established subscribers, else of those sampled once.
   let estSum = 0;
   let estCount = 0;
+  let sampledSum = 0;
+  let sampledCount = 0;
   for (const s of subs) {
     if (s.established) {
       estSum += s.demand;
       estCount++;
     }
+    if (s.sampled) {
+      sampledSum += s.demand;
+      sampledCount++;
+    }
   }
-  const estMean = estCount > 0 ? estSum / estCount : 0;
+  const estMean = estCount > 0 ? estSum / estCount : sampledCount > 0 ? sampledSum / sampledCount : 0;
   let sum = 0;
   for (let i = 0; i < n; i++) {
     const s = subs[i]!;

@@ -12,7 +12,7 @@ import {
 } from '../../proto/index.js';
 import { startRedis } from '../../harness/redis/index.js';
 import { eventually, startTestApp, type TestApp } from '../test-support.js';
-import { assignedRate, openQuotaStream, type TestQuotaStream } from './test-client.js';
+import { assignedRate, openQuotaStream, type TestQuotaStream } from './test-support.js';
 
 const CONFIG = `domain: rlqs
 descriptors:

@@ -3,7 +3,7 @@
 import t, { type Test } from 'tap';
 import { startRedis } from '../../harness/redis/index.js';
 import { eventually, startTestApp, type TestApp } from '../test-support.js';
-import { assignedRate, openQuotaStream, type TestQuotaStream } from './test-client.js';
+import { assignedRate, openQuotaStream, type TestQuotaStream } from './test-support.js';
 
 const CONFIG = `domain: rlqs
 descriptors:
@@ -109,6 +109,29 @@ t.test('two streams with demand 3:1 get shares 3:1 that sum to the budget', asyn
   t.ok(near(sum, 100, 0.05), `shares sum to the budget (${sum})`);
 });
 
+t.test("Envoy's first report (time_elapsed 0) subscribes and weighs as the average subscriber", async (t) => {
+  const app = await pod(t);
+  const a = stream(t, app);
+  const b = stream(t, app);
+  const bucket = { tenant: 'watch' };
+  const stopA = reportEvery(a, bucket, () => 30);
+  t.teardown(stopA);
+  await eventually(
+    () => near(assignedRate(a.latest(bucket)), 100, 0.001),
+    10_000,
+    'a alone: the whole budget',
+  );
+  // Sent as the bucket is created: one request, no time elapsed.
+  b.send({ domain: 'rlqs', bucketQuotaUsages: [{ bucketId: { bucket }, numRequestsAllowed: 1 }] });
+  await eventually(() => b.latest(bucket) !== undefined, 10_000, 'b answered');
+  t.ok(
+    near(assignedRate(b.latest(bucket)), 50, 0.05),
+    `b: half, as a newcomer (${assignedRate(b.latest(bucket))})`,
+  );
+  await eventually(() => near(assignedRate(a.latest(bucket)), 50, 0.05), 10_000, 'a: the other half');
+  t.equal(b.status, undefined, 'b stays open');
+});
+
 t.test('the caller errors end that stream only, with INVALID_ARGUMENT naming the problem', async (t) => {
   const app = await pod(t);
   const good = stream(t, app);
@@ -126,9 +149,13 @@ t.test('the caller errors end that stream only, with INVALID_ARGUMENT naming the
     ],
     ['empty BucketId', (s) => s.report('rlqs', {}, 1, 1), /bucket_id is empty/],
     [
-      'no time_elapsed',
-      (s) => s.send({ domain: 'rlqs', bucketQuotaUsages: [{ bucketId: { bucket: { tenant: 'x' } } }] }),
-      /time_elapsed must be a positive duration/,
+      'negative time_elapsed',
+      (s) =>
+        s.send({
+          domain: 'rlqs',
+          bucketQuotaUsages: [{ bucketId: { bucket: { tenant: 'x' } }, timeElapsed: { seconds: -1 } }],
+        }),
+      /time_elapsed must not be negative/,
     ],
   ];
   for (const [name, send, message] of cases) {

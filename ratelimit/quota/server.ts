@@ -7,94 +7,17 @@
 // RLQS_IDLE_TIMEOUT are abandoned (AbandonAction) and forgotten.
 import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
-import type {
-  RequestBounds,
-  WireBucketAction,
-  WireQuotaResponse,
-  WireUsageReports,
-} from '../../proto/index.js';
-import type { LimitMatch, RateLimitConfig } from '../config/index.js';
+import type { RequestBounds, WireBucketAction, WireUsageReports } from '../../proto/index.js';
+import type { RateLimitConfig } from '../config/index.js';
 import type { CounterStore } from '../counting/index.js';
 import type { QuotaSettings } from '../settings/index.js';
 import type { StatsStore } from '../stats/index.js';
-import {
-  budgetOf,
-  divide,
-  movedBeyond,
-  podFraction,
-  strategyFor,
-  type Budget,
-  type Demand,
-} from './allocator.js';
+import { budgetOf, divide, movedBeyond, podFraction, strategyFor, type Demand } from './allocator.js';
 import { BucketMatcher, bucketKey } from './bucket-match.js';
-import { FleetDemand, newFleetState, type FleetState } from './fleet.js';
-import { QuotaMetrics, type RuleMetrics } from './metrics.js';
+import { FleetDemand } from './fleet.js';
+import { Bucket, QuotaStream, type QuotaStreamOut } from './state.js';
+import { QuotaMetrics } from './metrics.js';
 import { readReports, StreamError, type Usage } from './stream.js';
-
-/** The sending side of a stream, as the gRPC layer gives it. */
-export interface QuotaStreamOut {
-  send(msg: WireQuotaResponse): void;
-  end(code: 'ok' | 'invalid' | 'exhausted' | 'unavailable', message?: string): void;
-  readonly closed: boolean;
-}
-
-interface Subscription {
-  demand: number;
-  reports: number;
-  lastReportMs: number;
-  /** Share last sent (requests per second; -1: nothing sent yet), its strategy kind, and when. */
-  sentShare: number;
-  sentKind: string;
-  sentAtMs: number;
-  /** Share computed by the last division. */
-  share: number;
-}
-
-class Bucket {
-  readonly subs = new Map<QuotaStream, Subscription>();
-  match: LimitMatch | undefined;
-  budget: Budget = { kind: 'allow' };
-  rule!: RuleMetrics;
-  readonly fleet: FleetState = newFleetState();
-  /** Sum of the shares of the last division (requests per second). */
-  assigned = 0;
-  constructor(
-    readonly key: string,
-    readonly domain: string,
-    readonly bucket: Readonly<Record<string, string>>,
-    readonly fleetKey: string,
-  ) {}
-  get subscribers(): number {
-    return this.subs.size;
-  }
-  localDemand(): number {
-    let d = 0;
-    for (const s of this.subs.values()) d += s.demand;
-    return d;
-  }
-}
-
-let nextStreamId = 1;
-
-export class QuotaStream {
-  readonly id = nextStreamId++;
-  domain: string | undefined;
-  readonly buckets = new Map<string, Bucket>();
-  /** The Envoy's reporting interval as seen in its reports (time_elapsed), until then the setting. */
-  intervalMs: number;
-  reports = 0;
-  responses = 0;
-  /** When the stream last sent a report (or opened). */
-  lastReportMs: number;
-  constructor(
-    readonly out: QuotaStreamOut,
-    defaultIntervalMs: number,
-    nowMs: number,
-  ) {
-    this.intervalMs = defaultIntervalMs;
-    this.lastReportMs = nowMs;
-  }
-}
 
 export interface QuotaServerOptions {
   settings: QuotaSettings;
@@ -199,14 +122,19 @@ export class QuotaServer {
         b.subs.set(s, sub);
         s.buckets.set(key, b);
       }
-      const rate = (u.allowed + u.denied) / u.elapsedSeconds;
-      const a = this.q.demandSmoothing;
-      sub.demand = sub.reports === 0 ? rate : a * rate + (1 - a) * sub.demand;
-      sub.reports++;
+      // A report covering less than a quarter of the reporting interval (Envoy's first report of a new
+      // bucket, sent as it is created) subscribes without a demand sample: one request over a few
+      // microseconds is no rate. The subscriber then weighs as a newcomer (allocator.ts).
+      if (u.elapsedSeconds * 1000 >= this.q.reportingIntervalMs / 4) {
+        const rate = (u.allowed + u.denied) / u.elapsedSeconds;
+        const a = this.q.demandSmoothing;
+        sub.demand = sub.reports === 0 ? rate : a * rate + (1 - a) * sub.demand;
+        sub.reports++;
+        maxElapsed = Math.max(maxElapsed, u.elapsedSeconds);
+      }
       sub.lastReportMs = now;
       b.rule.allowed.inc(u.allowed);
       b.rule.denied.inc(u.denied);
-      maxElapsed = Math.max(maxElapsed, u.elapsedSeconds);
       touched.push(b);
     }
     if (maxElapsed > 0) s.intervalMs = Math.min(3_600_000, Math.max(40, maxElapsed * 1000));
@@ -288,9 +216,11 @@ export class QuotaServer {
   private checkNewBuckets(s: QuotaStream, usages: readonly Usage[]): void {
     let newForStream = 0;
     let newForPod = 0;
+    const seen = new Set<string>();
     for (const u of usages) {
       const key = bucketKey(s.domain!, u.bucket);
-      if (s.buckets.has(key)) continue;
+      if (s.buckets.has(key) || seen.has(key)) continue;
+      seen.add(key);
       newForStream++;
       if (!this.buckets.has(key)) newForPod++;
     }
@@ -334,7 +264,11 @@ export class QuotaServer {
   /** Divides the bucket's budget and queues the assignments that must be sent. */
   private reallocate(b: Bucket, force: boolean): void {
     const subs = [...b.subs];
-    const demands: Demand[] = subs.map(([, sub]) => ({ demand: sub.demand, established: sub.reports >= 2 }));
+    const demands: Demand[] = subs.map(([, sub]) => ({
+      demand: sub.demand,
+      established: sub.reports >= 2,
+      sampled: sub.reports >= 1,
+    }));
     let podShare = 0;
     if (b.budget.kind === 'rate') {
       podShare = b.budget.perSecond * podFraction(b.localDemand(), b.fleet.othersDemand, this.q.expectedPods);
@@ -387,8 +321,17 @@ export class QuotaServer {
     s.out.send({ bucketAction: actions });
   }
 
-  /** Abandons idle buckets, exchanges fleet demand once per window, refreshes assignments. */
+  /** The periodic pass; an unexpected error is logged, never thrown out of the timer (the process stays up). */
   private tick(): void {
+    try {
+      this.pass();
+    } catch (err) {
+      this.opts.logger.error({ err }, 'rate limit quota pass failed');
+    }
+  }
+
+  /** Abandons idle buckets, exchanges fleet demand once per window, refreshes assignments. */
+  private pass(): void {
     const now = this.now();
     for (const s of this.streams) {
       let abandoned: WireBucketAction[] | undefined;

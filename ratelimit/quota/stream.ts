@@ -80,8 +80,10 @@ function readUsage(u: WireBucketQuotaUsage, i: number, bounds: RequestBounds): U
   }
   const t = u.timeElapsed;
   const elapsed = t ? Number(t.seconds ?? 0) + Number(t.nanos ?? 0) / 1e9 : 0;
-  if (!(elapsed > 0) || !Number.isFinite(elapsed)) {
-    throw new StreamError(`${field}.time_elapsed must be a positive duration`);
+  // Envoy's first report of a new bucket may carry 0 (it is sent as the bucket is created): allowed, and
+  // read as a subscription without a rate (server.ts).
+  if (!(elapsed >= 0) || !Number.isFinite(elapsed)) {
+    throw new StreamError(`${field}.time_elapsed must not be negative`);
   }
   const allowed = Number(u.numRequestsAllowed ?? 0);
   const denied = Number(u.numRequestsDenied ?? 0);
