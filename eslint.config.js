@@ -6,7 +6,8 @@ import layers from './scripts/eslint-layers.js';
 // (a prefix such as ratelimit/config allows only that part). Dependencies point one way:
 // operator -> control-plane -> ratelimit -> proto -> common. Tests (*.test.ts and their helpers) may
 // import any layer; tools may import anything; test infrastructure is imported only by tests and tools.
-// Every folder with an index.ts is entered from outside only through it. README.md, "Architecture".
+// Every folder with an index.ts is entered from outside only through it, or through a second entry
+// listed in ENTRIES. README.md, "Architecture".
 const LAYERS = {
   common: [],
   proto: ['common'],
@@ -14,6 +15,10 @@ const LAYERS = {
   'control-plane': ['ratelimit/config', 'proto', 'common'],
   operator: ['control-plane', 'ratelimit/config', 'proto', 'common'],
 };
+
+// Second entries: proto/ratelimit-config.ts gives the config model and its parse worker the
+// RateLimitConfig codec, the unit table and the Struct helpers without loading @grpc/grpc-js.
+const ENTRIES = ['proto/ratelimit-config.ts'];
 
 export default tseslint.config(
   { ignores: ['**/node_modules/**', '**/dist/**', '**/.tap/**', 'papers/public/**'] },
@@ -51,6 +56,7 @@ export default tseslint.config(
           testInfrastructure: ['harness', 'bench', 'e2e'],
           tools: ['harness', 'bench', 'e2e', 'scripts', 'crds', 'charts', 'docs', 'tools'],
           isolated: ['papers'],
+          entries: ENTRIES,
           testFiles: '(\\.test\\.ts|/testing\\.ts|/test-support\\.ts)$',
         },
       ],

@@ -15,11 +15,12 @@ import { EventEmitter } from 'node:events';
 import { existsSync, readdirSync, readFileSync, statSync, watch, type FSWatcher } from 'node:fs';
 import { join, relative } from 'node:path';
 import { parseAllDocuments } from 'yaml';
-import { fieldsLostOverXds, RATELIMIT_CONFIG_TYPE_URL } from '../proto/index.js';
+import { RATELIMIT_CONFIG_TYPE_URL } from '../proto/index.js';
 import {
   checkYamlDocument,
   checkYamlText,
   compileConfig,
+  fieldsLostOverXds,
   type LoadOptions,
   type ParsedConfigSource,
 } from '../ratelimit/config/index.js';

@@ -1,6 +1,6 @@
 // Building xDS resources for the cache from rate limit configs.
+import { documentToRateLimitConfig } from '../ratelimit/config/index.js';
 import {
-  documentToRateLimitConfig,
   encodeRateLimitConfig,
   featuresOfMessage,
   RATELIMIT_CONFIG_TYPE_URL,

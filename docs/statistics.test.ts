@@ -15,6 +15,8 @@ const documented = new Set([...page.matchAll(/`([^`\s]+)`/g)].map((m) => m[1]!))
 
 /** The page's name of a statistic: its dynamic parts replaced by the placeholders the page uses. */
 function documentedName(name: string): string[] {
+  if (/^ratelimit\.service\.named_limit\..+\.over_limit$/.test(name))
+    return ['ratelimit.service.named_limit.<NAME>.over_limit'];
   let m = /^ratelimit\.service\.rate_limit\.[^.]+\.domain_not_found$/.exec(name);
   if (m) return ['ratelimit.service.rate_limit.<DOMAIN>.domain_not_found'];
   m = /^ratelimit\.service\.rate_limit\..+\.([a-z_]+)$/.exec(name);
@@ -43,6 +45,7 @@ t.test('every statistic the service registers is listed in docs/observability.md
       REDIS_URL: redis.url,
       CACHE_WRITE_BEHIND_ENABLED: 'true',
       STATS_MAX_UNKNOWN_DOMAINS: '0',
+      NAMED_LIMITS_STATS_MAX_SERIES: '1',
       RLQS_ENABLED: 'true',
       RLQS_REPORTING_INTERVAL: '100ms',
       RLQS_IDLE_TIMEOUT: '100ms',
@@ -51,6 +54,12 @@ t.test('every statistic the service registers is listed in docs/observability.md
   t.teardown(() => svc.close());
   for (let i = 0; i < 4; i++) await svc.call({ domain: 'd', descriptors: [descriptor(['k', '1'])] });
   await svc.call({ domain: 'd', descriptors: [descriptor(['s', '1'])] });
+  // A request-supplied limit over its limit: a second limit name, past the bound of one.
+  for (let i = 0; i < 2; i++)
+    await svc.call({
+      domain: 'd',
+      descriptors: [{ ...descriptor(['k', '2']), limit: { requestsPerUnit: 1, unit: 'MINUTE' } }],
+    });
   await svc.call({ domain: 'nope', descriptors: [descriptor(['k', '1'])] });
   // A quota stream: a known and an unknown bucket, reported once, then abandoned.
   const quota = openQuotaStream(svc.grpcAddress);
@@ -64,6 +73,8 @@ t.test('every statistic the service registers is listed in docs/observability.md
     'ratelimit.service.rate_limit.',
     'ratelimit.redis.',
     'ratelimit.write_behind.',
+    'ratelimit.service.named_limit.',
+    'ratelimit.service.named_limit_unlisted.',
     'ratelimit.rlqs.d.k.',
   ])
     t.ok(

@@ -111,6 +111,14 @@ t.test('examples/envoy/envoy.yaml decodes strictly as an Envoy v3 Bootstrap', as
   const proto = rl.typed_extension_protocol_options['envoy.extensions.upstreams.http.v3.HttpProtocolOptions'];
   t.ok(proto.explicit_http_config.http2_protocol_options, 'the ratelimit cluster speaks HTTP/2');
   t.ok(rl.health_checks?.[0]?.grpc_health_check, 'the ratelimit cluster is health checked over gRPC');
+  // The access log prints the named limit from the metadata keys the service writes.
+  const hcm = r.value.static_resources.listeners[0].filter_chains[0].filters[0].typed_config;
+  const log = hcm.access_log[0].typed_config;
+  t.equal(log['@type'], 'envoy.extensions.access_loggers.stream.v3.StdoutAccessLog');
+  const format: string = log.log_format.text_format_source.inline_string;
+  for (const key of ['namedLimit', 'namedLimits'])
+    t.match(format, `%DYNAMIC_METADATA(envoy.filters.http.ratelimit:${key})%`);
+  t.ok(format.endsWith('\n'), 'one line per request');
 });
 
 t.test('examples/envoy/istio-envoyfilter.yaml: every patch value decodes strictly', async (t) => {

@@ -19,10 +19,10 @@
 // Tenant isolation (domain-policy.ts): a domain the resource's namespace may not claim is
 // Accepted=False reason DomainNotAllowed and never served, not even from lastAccepted.
 import { resourceFromDocument, type Resource } from '../control-plane/index.js';
-import { fieldsLostOverXds } from '../proto/index.js';
 import {
   checkDocument,
   compareClaimAge,
+  fieldsLostOverXds,
   compileConfig,
   ConfigError,
   resolveDomainClaims,

@@ -1,7 +1,8 @@
 // Feature negotiation over xDS: what a RateLimitConfig needs beyond the reference's fields, and where
 // a pod says what it enforces. The reference ignores fields it does not know, so a pod that does not
 // announce a feature must never be sent a config that uses it.
-import type { RateLimitConfigInit, RateLimitDescriptorInit, RateLimitPolicyInit, WireNode } from './xds.js';
+import type { RateLimitConfigInit, RateLimitDescriptorInit, RateLimitPolicyInit } from './rls-conf.js';
+import type { WireNode } from './xds.js';
 
 /** Node metadata key (string value, comma-separated) listing the features a pod enforces. */
 export const NODE_FEATURES_METADATA_KEY = 'ratelimit.features';

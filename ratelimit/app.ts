@@ -14,7 +14,7 @@ import {
   type ConfigUpdate,
 } from './sources/index.js';
 import { DebugServer, HealthChecker, RateLimitGrpcServer, RateLimitHttpServer } from './server/index.js';
-import { RateLimitService } from './service/index.js';
+import { OverLimitLog, RateLimitService, type NamedLimitsOptions } from './service/index.js';
 import { QuotaServer } from './quota/index.js';
 import type { Env, Settings } from './settings/index.js';
 import { StatsStore, createStatsPipeline, type StatsPipeline } from './stats/index.js';
@@ -22,6 +22,29 @@ import { cacheSpanName, createTracing, type RateLimitTracing } from './tracing/i
 
 /** How long after the drain time (SHUTDOWN_DRAIN_TIMEOUT) the process exits whatever still hangs. */
 export const SHUTDOWN_EXIT_SLACK_MS = 2000;
+
+/** Whether a response or log names limits (then /rlconfig shows the names too). */
+function namedOutputsOn(n: Settings['namedLimits']): boolean {
+  return n.ietfHeaders || n.dynamicMetadata || n.logEnabled;
+}
+
+/** The service's named-limit options; undefined when no output is on (the decision skips them). */
+function namedLimitsOptions(n: Settings['namedLimits'], logger: Logger): NamedLimitsOptions | undefined {
+  if (!namedOutputsOn(n)) return undefined;
+  return {
+    ietfHeaders: n.ietfHeaders,
+    dynamicMetadata: n.dynamicMetadata,
+    overLimitLog: n.logEnabled
+      ? new OverLimitLog({
+          sampleRate: n.logSampleRate,
+          maxPerSecond: n.logMaxPerSecond,
+          redactKeys: n.logRedactKeys,
+          maxValueBytes: n.logMaxValueBytes,
+          info: (msg) => logger.info(msg),
+        })
+      : undefined,
+  };
+}
 
 export interface RateLimitAppOptions {
   settings: Settings;
@@ -61,7 +84,10 @@ export class RateLimitApp {
 
   constructor(private readonly opts: RateLimitAppOptions) {
     const s = (this.settings = opts.settings);
-    this.stats = new StatsStore({ maxUnknownDomains: s.stats.maxUnknownDomains });
+    this.stats = new StatsStore({
+      maxUnknownDomains: s.stats.maxUnknownDomains,
+      maxNamedLimits: s.namedLimits.statsMaxSeries,
+    });
     this.logger = opts.logger ?? createLogger({ level: s.logLevel, format: s.logFormat });
     const stack = buildCounterStack(s, { stats: this.stats, logger: this.logger, base: opts.store });
     this.store = stack.base;
@@ -94,6 +120,7 @@ export class RateLimitApp {
         ? { limit: s.headerLimit, remaining: s.headerRemaining, reset: s.headerReset }
         : null,
       responseDynamicMetadata: s.responseDynamicMetadata,
+      namedLimits: namedLimitsOptions(s.namedLimits, this.logger),
     });
     if (s.quota.enabled) {
       // Fleet demand goes through the store under the limiter's layers (circuit breaker included), not
@@ -109,7 +136,7 @@ export class RateLimitApp {
     }
     this.health.add('sigterm', true);
     if (s.healthyWithAtLeastOneConfigLoaded) this.health.add('config', false);
-    if (s.redisHealthCheckActiveConnection) this.health.addProbe('cache', () => this.store.isHealthy());
+    if (s.redis.healthCheckActiveConnection) this.health.addProbe('cache', () => this.store.isHealthy());
     else if (this.store instanceof CircuitBreakerStore) {
       // Not ready for the cache until Redis has answered once (a start without Redis goes on without it).
       const store = this.store;
@@ -228,6 +255,7 @@ export class RateLimitApp {
       host: s.debugHost,
       port: s.debugPort,
       pprofEnabled: s.debugPprofEnabled,
+      rlconfigNames: namedOutputsOn(s.namedLimits),
     });
     this.http = new RateLimitHttpServer({
       service: this.service,
@@ -244,23 +272,23 @@ export class RateLimitApp {
       stats: this.stats,
       tracing: this.tracing,
       logger: this.logger,
-      host: s.grpcHost,
-      port: s.grpcPort,
-      uds: s.grpcUds || undefined,
-      maxConnectionAgeMs: s.grpcMaxConnectionAgeMs,
-      maxConnectionAgeGraceMs: s.grpcMaxConnectionAgeGraceMs,
-      maxReceiveMessageLength: s.grpcMaxRecvMsgSize,
-      maxDecompressedMessageLength: s.grpcMaxDecompressedMsgSize,
+      host: s.grpc.host,
+      port: s.grpc.port,
+      uds: s.grpc.uds || undefined,
+      maxConnectionAgeMs: s.grpc.maxConnectionAgeMs,
+      maxConnectionAgeGraceMs: s.grpc.maxConnectionAgeGraceMs,
+      maxReceiveMessageLength: s.grpc.maxRecvMsgSize,
+      maxDecompressedMessageLength: s.grpc.maxDecompressedMsgSize,
       requestBounds: s.requestBounds,
-      maxConcurrentStreams: s.grpcMaxConcurrentStreams,
-      maxSessionMemoryMb: s.grpcMaxSessionMemoryMb,
+      maxConcurrentStreams: s.grpc.maxConcurrentStreams,
+      maxSessionMemoryMb: s.grpc.maxSessionMemoryMb,
       quota: this.quota,
-      tls: s.grpcServerUseTls
+      tls: s.grpc.tls.enabled
         ? {
-            certFile: s.grpcServerTlsCert,
-            keyFile: s.grpcServerTlsKey,
-            clientCaFile: s.grpcClientTlsCaCert || undefined,
-            clientSan: s.grpcClientTlsSan || undefined,
+            certFile: s.grpc.tls.cert,
+            keyFile: s.grpc.tls.key,
+            clientCaFile: s.grpc.tls.clientCaCert || undefined,
+            clientSan: s.grpc.tls.clientSan || undefined,
           }
         : undefined,
     });
@@ -276,7 +304,7 @@ export class RateLimitApp {
     await this.debug.start();
     await this.http.start();
     await this.grpc.start();
-    if (s.redisHealthCheckActiveConnection) {
+    if (s.redis.healthCheckActiveConnection) {
       this.healthTimer = setInterval(() => this.grpc?.refreshHealth(), 1000);
       this.healthTimer.unref();
     }

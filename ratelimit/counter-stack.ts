@@ -35,11 +35,9 @@ export interface BackendDeps {
 export function createRedisBackend(s: Settings, deps: BackendDeps = {}): RedisCounterStore {
   const stats = deps.stats;
   const redis = new RedisCounterStore({
-    settings: s.redis,
-    tlsFiles: s.redisTlsFiles,
-    perSecond: s.redisPerSecond
-      ? { settings: s.redisPerSecondSettings, tlsFiles: s.redisTlsFiles }
-      : undefined,
+    settings: s.redis.main,
+    tlsFiles: s.redis.tlsFiles,
+    perSecond: s.redis.perSecond ? { settings: s.redis.perSecond, tlsFiles: s.redis.tlsFiles } : undefined,
     logger: deps.logger,
     // ratelimit.redis.<deployment>.all.replica: 1 while a single Redis answers READONLY.
     onRole: stats
@@ -47,8 +45,8 @@ export function createRedisBackend(s: Settings, deps: BackendDeps = {}): RedisCo
       : undefined,
   });
   if (stats) {
-    if (s.redis.type === 'single') stats.gauge(circuitStatName('REDIS', 'replica')).set(0);
-    if (s.redisPerSecond && s.redisPerSecondSettings.type === 'single')
+    if (s.redis.main.type === 'single') stats.gauge(circuitStatName('REDIS', 'replica')).set(0);
+    if (s.redis.perSecond?.type === 'single')
       stats.gauge(circuitStatName('REDIS_PERSECOND', 'replica')).set(0);
   }
   return redis;
@@ -64,7 +62,7 @@ export function createBackend(s: Settings, deps: BackendDeps = {}): CounterStore
       // ratelimit.redis.<shard>.circuit_state: 0 closed, 1 half open, 2 open.
       return new CircuitBreakerStore(
         createRedisBackend(s, deps),
-        s.redisCircuitBreaker,
+        s.redis.circuitBreaker,
         stats
           ? {
               onState: (shard, state, from) => {
@@ -75,7 +73,7 @@ export function createBackend(s: Settings, deps: BackendDeps = {}): CounterStore
             }
           : undefined,
         deps.logger,
-        s.redisStartupWaitMs,
+        s.redis.startupWaitMs,
       );
     }
     case 'memcache':

@@ -15,10 +15,10 @@ const repo = join(dirname(fileURLToPath(import.meta.url)), '..');
 
 t.test('settings: reference defaults, Go durations, maps, and invalid values named', async (t) => {
   const s = loadSettings({});
-  t.equal(s.grpcPort, 8081);
+  t.equal(s.grpc.port, 8081);
   t.equal(s.port, 8080);
   t.equal(s.debugPort, 6070);
-  t.equal(s.grpcHost, '0.0.0.0');
+  t.equal(s.grpc.host, '0.0.0.0');
   t.equal(s.runtimeRoot, '/srv/runtime_data/current');
   t.equal(s.runtimeAppDirectory, 'config');
   t.equal(s.runtimeWatchRoot, true);
@@ -26,7 +26,7 @@ t.test('settings: reference defaults, Go durations, maps, and invalid values nam
   t.equal(s.xds.serverUrl, 'localhost:18000');
   t.equal(s.xds.backoffInitialMs, 10_000);
   t.equal(s.headerLimit, 'RateLimit-Limit');
-  t.equal(s.redis.type, 'single');
+  t.equal(s.redis.main.type, 'single');
   t.equal(parseGoDuration('1h30m'), 5_400_000);
   t.equal(parseGoDuration('150us'), 0.15);
   t.equal(parseGoDuration('10x'), undefined);

@@ -73,7 +73,7 @@ t.test('no secret appears in logs, errors or any debug, stats or API response', 
   const logger = createLogger({ level: 'debug', format: 'json' }, { write: (s: string) => outputs.push(s) });
   const svc = await startTestApp({ files: { 'd.yaml': CONFIG }, env, appOptions: { logger } });
   t.teardown(() => svc.close());
-  t.equal(loadSettings({ ...env, RUNTIME_ROOT: '/x' }).redis.auth, `rl:${secrets.redisPass}`, 'set');
+  t.equal(loadSettings({ ...env, RUNTIME_ROOT: '/x' }).redis.main.auth, `rl:${secrets.redisPass}`, 'set');
 
   const pem = certs.pem();
   const Client = grpc.makeGenericClientConstructor(rateLimitServiceDefinition(), 'RateLimitService');

@@ -118,8 +118,8 @@ t.test(
     t.teardown(() => redis.stop());
     const s = loadSettings({ REDIS_SOCKET_TYPE: 'tcp', REDIS_URL: redis.url });
     const base = new CircuitBreakerStore(
-      new RedisCounterStore({ settings: s.redis, tlsFiles: s.redisTlsFiles }),
-      s.redisCircuitBreaker,
+      new RedisCounterStore({ settings: s.redis.main, tlsFiles: s.redis.tlsFiles }),
+      s.redis.circuitBreaker,
     );
     await base.start();
     let clockMs = 1_000_000;

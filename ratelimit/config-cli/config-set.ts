@@ -10,17 +10,14 @@ import {
   compileConfig,
   ConfigError,
   checkDocument,
+  documentToRateLimitConfig,
+  fieldsLostOverXds,
+  rateLimitConfigToDocument,
   resolveDomainClaims,
   type DomainClaim,
   type RateLimitConfig,
 } from '../config/index.js';
-import {
-  decodeRateLimitConfig,
-  documentToRateLimitConfig,
-  encodeRateLimitConfig,
-  fieldsLostOverXds,
-  rateLimitConfigToDocument,
-} from '../../proto/index.js';
+import { decodeRateLimitConfig, encodeRateLimitConfig } from '../../proto/index.js';
 import type { Position, SourceDocument } from './sources.js';
 
 export interface Problem {

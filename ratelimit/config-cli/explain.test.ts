@@ -187,9 +187,11 @@ t.test('explanations say why (depth, exact, wildcard, default) and point at the 
       file: ex,
       line: 16,
       statKey: 'example.path_/api.user',
+      ruleName: 'example.path=/api.user',
       requestsPerUnit: 10,
       unit: 'SECOND',
       algorithm: 'fixed_window',
+      limits: [{ name: 'example.path=/api.user' }],
     },
     cacheKey: 'example_path_/api_user_bob_1700000000',
     windowStart: 1700000000,
@@ -216,6 +218,18 @@ t.test('explanations say why (depth, exact, wildcard, default) and point at the 
   });
   const [placeholder] = await run('path=/api');
   t.match(placeholder, { matched: false, reasons: [/has no rate_limit: it only holds nested descriptors/] });
+  // The text form names the limit as headers, metadata, logs and statistics do.
+  const text = await runInProcess([
+    'explain',
+    '--config',
+    ex,
+    '--domain',
+    'example',
+    '--descriptor',
+    'path=/api,user=bob',
+  ]);
+  t.equal(text.code, 0, text.stderr);
+  t.match(text.stdout, /\n {2}named: example\.path=\/api\.user\n/);
 });
 
 t.test('a manifest is explained as pods serve it (share_threshold travels over xDS)', async (t) => {

@@ -73,6 +73,8 @@ export interface RuleExplanation {
   /** Every limit of the rule (one unless rate_limits lists several). */
   readonly limits: readonly LimitExplanation[];
   readonly name: string;
+  /** The rule's name in headers, dynamic metadata, logs and statistics (RateLimitRule.ruleName). */
+  readonly ruleName: string;
   readonly unlimited: boolean;
   readonly shadowMode: boolean;
   readonly quotaMode: boolean;
@@ -85,6 +87,8 @@ export interface LimitExplanation {
   readonly unit: string;
   /** token_bucket only: hits admitted at once from a full bucket. */
   readonly burst?: number;
+  /** The limit's name in headers, dynamic metadata, logs and statistics (LimitSpec.name). */
+  readonly name: string;
 }
 
 /** The keys one limit counts under right now. */
@@ -192,6 +196,7 @@ function limitOf(l: LimitSpec): LimitExplanation {
     requestsPerUnit: l.requestsPerUnit,
     unit: l.unit,
     ...(l.algorithm === 'token_bucket' ? { burst: l.burst } : {}),
+    name: l.name,
   };
 }
 
@@ -243,6 +248,7 @@ export class Explainer {
       algorithm: rule.limits.length === 0 ? 'none' : rule.limits.map((l) => l.algorithm).join('+'),
       limits: rule.limits.map(limitOf),
       name: rule.name,
+      ruleName: rule.ruleName,
       unlimited: rule.unlimited,
       shadowMode: rule.shadowMode,
       quotaMode: rule.quotaMode,
@@ -409,9 +415,11 @@ const HOW: Record<LevelStep['how'], string> = {
   default: 'key only (default: any value, one counter per value)',
 };
 
-function showLimit(l: LimitExplanation): string {
+/** One limit; with `named`, its own name (one of several limits: the rule's name plus `[i]`). */
+function showLimit(l: LimitExplanation, named = false): string {
   const burst = l.burst === undefined ? '' : `, burst ${l.burst}`;
-  return `${l.requestsPerUnit} per ${l.unit.toLowerCase()}; algorithm: ${l.algorithm}${burst}`;
+  const name = named ? `; named ${l.name}` : '';
+  return `${l.requestsPerUnit} per ${l.unit.toLowerCase()}; algorithm: ${l.algorithm}${burst}${name}`;
 }
 
 /** Human-readable explanation. */
@@ -428,11 +436,12 @@ export function formatExplanations(domain: string, list: readonly DescriptorExpl
       const r = x.rule;
       const limit = r.unlimited ? 'unlimited' : `${r.requestsPerUnit} per ${r.unit.toLowerCase()}`;
       out.push(`  rule: ${r.statKey} at ${r.file}:${r.line} (${r.field})`);
+      out.push(`  named: ${r.ruleName}`);
       if (r.limits.length > 1) {
         out.push(
           `  limits (a hit is admitted only when every one admits it; a rejected hit counts in none):`,
         );
-        for (const l of r.limits) out.push(`    ${showLimit(l)}`);
+        for (const l of r.limits) out.push(`    ${showLimit(l, true)}`);
       } else {
         out.push(`  limit: ${r.limits[0] === undefined ? limit : showLimit(r.limits[0])}`);
       }

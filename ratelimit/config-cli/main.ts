@@ -5,7 +5,7 @@
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs, parseEnv } from 'node:util';
-import { loadSettings, type Settings } from '../settings/index.js';
+import { loadSettings, type RedisSettings, type Settings } from '../settings/index.js';
 import { buildConfigSet, compileSet, hasErrors, type ConfigSet, type Problem } from './config-set.js';
 import { convertSources } from './convert.js';
 import { CounterClient, formatReadings } from './counters.js';
@@ -421,19 +421,22 @@ async function counters(args: string[], io: Io): Promise<number> {
   const deadline = Date.now() + timeoutMs;
   const within = `within ${timeoutMs / 1000} s`;
   // Every attempt of the store is bounded by --timeout too (REDIS_TIMEOUT may be longer).
-  const bound = (r: Settings['redis']) => ({
-    ...r,
-    timeoutMs: r.timeoutMs > 0 ? Math.min(r.timeoutMs, timeoutMs) : timeoutMs,
-  });
+  const bound = (r: RedisSettings): RedisSettings => {
+    const t = r.timeoutMs > 0 ? Math.min(r.timeoutMs, timeoutMs) : timeoutMs;
+    return { ...r, timeoutMs: t, staleRequestMs: t * 2 };
+  };
   const client = new CounterClient({
     ...settings,
-    redis: bound(settings.redis),
-    redisPerSecondSettings: bound(settings.redisPerSecondSettings),
+    redis: {
+      ...settings.redis,
+      main: bound(settings.redis.main),
+      perSecond: settings.redis.perSecond && bound(settings.redis.perSecond),
+    },
   });
   const where = (err: unknown) =>
-    errorText(err).includes('REDIS_PERSECOND_URL=')
-      ? settings.redisPerSecondSettings.url
-      : settings.redis.url;
+    errorText(err).includes('REDIS_PERSECOND_URL=') && settings.redis.perSecond
+      ? settings.redis.perSecond.url
+      : settings.redis.main.url;
   try {
     try {
       await withDeadline(client.start(timeoutMs), timeoutMs);

@@ -25,7 +25,7 @@ t.test('the single form without algorithm is a fixed window counted the referenc
     [['k', 'v']],
   );
   t.same(m?.rule.limits, [
-    { algorithm: 'fixed_window', requestsPerUnit: 5, unit: 'MINUTE', unitSeconds: 60, burst: 0 },
+    { algorithm: 'fixed_window', requestsPerUnit: 5, unit: 'MINUTE', unitSeconds: 60, burst: 0, name: 'd.k' },
   ]);
   t.equal(m?.rule.scripted, false);
   const c = loadConfig([
@@ -51,6 +51,7 @@ descriptors:
     unit: 'MINUTE',
     unitSeconds: 60,
     burst: 0,
+    name: 'd.s',
   });
   t.equal(s.scripted, true);
   t.equal(get(yaml, [['b', 'x']])!.rule.limits[0]!.burst, 10);
@@ -60,6 +61,7 @@ descriptors:
     unit: 'HOUR',
     unitSeconds: 3600,
     burst: 7,
+    name: 'd.c',
   });
   const config = loadConfig([{ name: 'a', yaml }]);
   t.same([...config.features].sort(), ['sliding_window', 'token_bucket']);
@@ -197,5 +199,54 @@ t.test('validateDocument reports every algorithm error of a document', async (t)
   t.same(
     errors.map((e) => e.field),
     ['descriptors[0].rate_limit.burst', 'descriptors[1].rate_limits[1]'],
+  );
+});
+
+t.test('every rule and limit has a name: rate_limit.name, else its path in the config', async (t) => {
+  const yaml = `domain: d
+descriptors:
+  - key: tenant
+    value: acme
+    rate_limit: {name: acme-tenant, unit: minute, requests_per_unit: 1}
+  - key: path
+    value: /api
+    descriptors:
+      - key: user
+        rate_limits:
+          - {unit: second, requests_per_unit: 10}
+          - {unit: hour, requests_per_unit: 100, algorithm: sliding_window}
+  - key: ip
+    rate_limit: {unit: second, requests_per_unit: 3}
+`;
+  const acme = get(yaml, [['tenant', 'acme']])!.rule;
+  t.equal(acme.ruleName, 'acme-tenant');
+  t.same(
+    acme.limits.map((l) => l.name),
+    ['acme-tenant'],
+  );
+  const user = get(yaml, [
+    ['path', '/api'],
+    ['user', 'bob'],
+  ])!.rule;
+  t.equal(user.ruleName, 'd.path=/api.user');
+  t.same(
+    user.limits.map((l) => l.name),
+    ['d.path=/api.user[0]', 'd.path=/api.user[1]'],
+  );
+  t.equal(get(yaml, [['ip', '10.0.0.1']])!.rule.ruleName, 'd.ip', 'a key-only entry names no value');
+  const override = loadConfig([{ name: 'a', yaml }]).getLimit('d', {
+    entries: [{ key: 'ip', value: '1.2.3.4' }],
+    limit: { requestsPerUnit: 5, unit: 'SECOND' },
+  })!;
+  t.equal(override.rule.limits[0]!.name, 'd.ip=1.2.3.4', 'a request-supplied limit is named by its entries');
+  const config = loadConfig([{ name: 'a', yaml }]);
+  t.notMatch(config.dump(), 'name:', "the reference's /rlconfig lines by default");
+  t.match(
+    config.dump(true),
+    'd.tenant_acme: unit=MINUTE requests_per_unit=1, shadow_mode: false, name: acme-tenant\n',
+  );
+  t.match(
+    config.dump(true),
+    'd.path_/api.user: unit=HOUR requests_per_unit=100, shadow_mode: false, algorithm: sliding_window, name: d.path=/api.user[1]\n',
   );
 });

@@ -31,8 +31,17 @@ interface MatchNode {
   readonly shareThreshold: boolean;
   /** Undefined when the entry has no nested entries. */
   children: MatchLevel | undefined;
-  /** The /rlconfig line of the rule here ('' without rule). */
-  readonly dumpLine: string;
+  /** The /rlconfig lines of the rule here, without newline (none without rule). */
+  readonly dumpLines: readonly string[];
+  /** The limit name of each of dumpLines (LimitSpec.name). */
+  readonly limitNames: readonly string[];
+}
+
+const NO_LINES: readonly string[] = Object.freeze([]);
+
+/** A rule's default name segment for an entry: `key=value`, or `key` without a value. */
+function nameSegment(key: string, value: string | undefined): string {
+  return value === undefined || value === '' ? key : `${key}=${value}`;
 }
 
 /**
@@ -134,6 +143,8 @@ function loadLevel(
   field: string,
   /** Index of entries[0] in the document's list (for error fields when loading a slice). */
   offset = 0,
+  /** The default rule name's prefix (`domain.key=value.`); at the top level it equals parentKey. */
+  parentName = parentKey,
 ): void {
   entries.forEach((entry, j) => {
     const i = j + offset;
@@ -142,7 +153,8 @@ function loadLevel(
     if (level.byKey.has(finalKey)) {
       throw new ConfigError(source, `${field}[${i}]`, `duplicate descriptor composite key '${pathKey}'`);
     }
-    const compiled = compileRule(entry, pathKey);
+    const namePath = parentName + nameSegment(entry.key, entry.value);
+    const compiled = compileRule(entry, pathKey, namePath);
     const node: MatchNode = {
       key: entry.key,
       finalKey,
@@ -152,11 +164,20 @@ function loadLevel(
       valueToMetric: entry.value_to_metric === true,
       shareThreshold: entry.share_threshold === true,
       children: undefined,
-      dumpLine: compiled?.dumpLine ?? '',
+      dumpLines: compiled?.dumpLines ?? NO_LINES,
+      limitNames: compiled?.names ?? NO_LINES,
     };
     if (entry.descriptors !== undefined && entry.descriptors.length > 0) {
       const children = newLevel();
-      loadLevel(source, children, `${pathKey}.`, entry.descriptors, `${field}[${i}].descriptors`);
+      loadLevel(
+        source,
+        children,
+        `${pathKey}.`,
+        entry.descriptors,
+        `${field}[${i}].descriptors`,
+        0,
+        `${namePath}.`,
+      );
       node.children = children;
     }
     level.byKey.set(finalKey, node);
@@ -176,10 +197,12 @@ function trimKeyPrefix(s: string, key: string): string {
   return hasKeyPrefix(s, key) ? s.slice(key.length + 1) : s;
 }
 
-function dumpLevel(level: MatchLevel, out: string[]): void {
+function dumpLevel(level: MatchLevel, out: string[], names: boolean): void {
   for (const node of level.ordered) {
-    if (node.dumpLine !== '') out.push(node.dumpLine);
-    if (node.children !== undefined) dumpLevel(node.children, out);
+    for (let i = 0; i < node.dumpLines.length; i++) {
+      out.push(names ? `${node.dumpLines[i]}, name: ${node.limitNames[i]}\n` : `${node.dumpLines[i]}\n`);
+    }
+    if (node.children !== undefined) dumpLevel(node.children, out, names);
   }
 }
 
@@ -210,9 +233,9 @@ export class CompiledRateLimitConfig implements RateLimitConfig {
     return this.roots.has(domain);
   }
 
-  dump(): string {
+  dump(names = false): string {
     const out: string[] = [];
-    for (const level of this.roots.values()) dumpLevel(level, out);
+    for (const level of this.roots.values()) dumpLevel(level, out, names);
     return out.join('');
   }
 
@@ -337,9 +360,11 @@ function overrideMatch(
   unit: Unit,
 ): LimitMatch {
   let path = '';
+  let namePath = domain;
   for (const e of entries) {
     if (path !== '') path += '.';
     path += compositeKey(e.key, e.value);
+    namePath += '.' + nameSegment(e.key, e.value);
   }
   const statKey = domain + '.' + path;
   const rule: RateLimitRule = {
@@ -347,13 +372,21 @@ function overrideMatch(
     unit,
     unitSeconds: UNIT_SECONDS[unit] ?? 0,
     name: '',
+    ruleName: namePath,
     unlimited: false,
     shadowMode: false,
     quotaMode: false,
     replaces: NO_REPLACES,
     statKey,
     limits: [
-      { algorithm: 'fixed_window', requestsPerUnit, unit, unitSeconds: UNIT_SECONDS[unit] ?? 0, burst: 0 },
+      {
+        algorithm: 'fixed_window',
+        requestsPerUnit,
+        unit,
+        unitSeconds: UNIT_SECONDS[unit] ?? 0,
+        burst: 0,
+        name: namePath,
+      },
     ],
     scripted: false,
   };

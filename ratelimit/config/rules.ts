@@ -7,7 +7,7 @@ import type { DescriptorDoc, LimitDoc } from './validate.js';
 export const NO_REPLACES: readonly string[] = Object.freeze([]);
 export const NO_LIMITS: readonly LimitSpec[] = Object.freeze([]);
 
-export function compileLimit(l: LimitDoc): LimitSpec {
+export function compileLimit(l: LimitDoc, name: string): LimitSpec {
   const unit = parseUnit(l.unit ?? '') ?? 'SECOND';
   const algorithm = l.algorithm ?? 'fixed_window';
   const requestsPerUnit = l.requests_per_unit ?? 0;
@@ -17,21 +17,29 @@ export function compileLimit(l: LimitDoc): LimitSpec {
     unit,
     unitSeconds: UNIT_SECONDS[unit],
     burst: algorithm === 'token_bucket' ? (l.burst ?? requestsPerUnit) : 0,
+    name,
   });
 }
 
-/** The /rlconfig line of one limit: the reference's format, plus the algorithm when not the default. */
+/**
+ * The /rlconfig line of one limit: the reference's format, plus the algorithm when not the default.
+ * Without its newline: dump() adds the name (when asked) and the newline.
+ */
 function dumpLimit(statKey: string, unit: string, l: LimitSpec | undefined, rpu: number, shadow: boolean) {
   let line = `${statKey}: unit=${unit} requests_per_unit=${rpu}, shadow_mode: ${shadow}`;
   if (l !== undefined && l.algorithm !== 'fixed_window') line += `, algorithm: ${l.algorithm}`;
   if (l !== undefined && l.algorithm === 'token_bucket') line += `, burst: ${l.burst}`;
-  return line + '\n';
+  return line;
 }
 
-export function compileRule(
-  entry: DescriptorDoc,
-  statKey: string,
-): { rule: RateLimitRule; dumpLine: string } | undefined {
+/** A compiled rule and its /rlconfig lines (one per limit; `names[i]` is line i's limit name). */
+export interface CompiledRule {
+  readonly rule: RateLimitRule;
+  readonly dumpLines: readonly string[];
+  readonly names: readonly string[];
+}
+
+export function compileRule(entry: DescriptorDoc, statKey: string, path: string): CompiledRule | undefined {
   const rl = entry.rate_limit;
   const list = entry.rate_limits;
   if (rl === undefined && list === undefined) return undefined;
@@ -40,13 +48,15 @@ export function compileRule(
   const failureMode = entry.failure_mode === undefined ? {} : { failureMode: entry.failure_mode };
   if (list !== undefined) {
     // Validation guarantees 1..8 limits, each with a valid unit.
-    const limits = Object.freeze(list.map(compileLimit));
+    const ruleName = path;
+    const limits = Object.freeze(list.map((l, i) => compileLimit(l, `${ruleName}[${i}]`)));
     const first = limits[0]!;
     const rule: RateLimitRule = Object.freeze({
       requestsPerUnit: first.requestsPerUnit,
       unit: first.unit,
       unitSeconds: first.unitSeconds,
       name: '',
+      ruleName,
       unlimited: false,
       shadowMode,
       quotaMode: entry.quota_mode === true,
@@ -57,8 +67,8 @@ export function compileRule(
       limits,
       scripted: true,
     });
-    const dumpLine = limits.map((l) => dumpLimit(statKey, l.unit, l, l.requestsPerUnit, shadowMode)).join('');
-    return { rule, dumpLine };
+    const dumpLines = limits.map((l) => dumpLimit(statKey, l.unit, l, l.requestsPerUnit, shadowMode));
+    return { rule, dumpLines, names: limits.map((l) => l.name) };
   }
   const r = rl!;
   const unlimited = r.unlimited === true;
@@ -68,12 +78,14 @@ export function compileRule(
   const unit: Unit = parsed ?? 'SECOND';
   const requestsPerUnit = r.requests_per_unit ?? 0;
   const replaces = r.replaces === undefined ? NO_REPLACES : Object.freeze(r.replaces.map((x) => x.name));
-  const limit = unlimited ? undefined : compileLimit(r);
+  const ruleName = r.name !== undefined && r.name !== '' ? r.name : path;
+  const limit = unlimited ? undefined : compileLimit(r, ruleName);
   const rule: RateLimitRule = Object.freeze({
     requestsPerUnit,
     unit,
     unitSeconds: parsed === undefined ? 0 : UNIT_SECONDS[parsed],
     name: r.name ?? '',
+    ruleName,
     unlimited,
     shadowMode,
     quotaMode: entry.quota_mode === true,
@@ -84,5 +96,9 @@ export function compileRule(
     limits: limit === undefined ? NO_LIMITS : Object.freeze([limit]),
     scripted: limit !== undefined && limit.algorithm !== 'fixed_window',
   });
-  return { rule, dumpLine: dumpLimit(statKey, parsed ?? 'UNKNOWN', limit, requestsPerUnit, shadowMode) };
+  return {
+    rule,
+    dumpLines: [dumpLimit(statKey, parsed ?? 'UNKNOWN', limit, requestsPerUnit, shadowMode)],
+    names: [ruleName],
+  };
 }

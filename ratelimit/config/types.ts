@@ -1,6 +1,6 @@
 // The compiled configuration model shared by every door (YAML files, xDS, custom resources).
 // Everything here is immutable once built; a reload builds a new object and swaps it in.
-import type { RateLimitFeature } from '../../proto/index.js';
+import type { RateLimitFeature } from '../../proto/ratelimit-config.js';
 
 /** Units as in envoy.service.ratelimit.v3.RateLimitResponse.RateLimit.Unit (wire numbers in UNIT_NUMBER). */
 export type Unit = 'SECOND' | 'MINUTE' | 'HOUR' | 'DAY' | 'WEEK' | 'MONTH' | 'YEAR';
@@ -33,6 +33,11 @@ export interface LimitSpec {
   readonly unitSeconds: number;
   /** token_bucket: hits admitted at once from a full bucket (default requestsPerUnit); otherwise 0. */
   readonly burst: number;
+  /**
+   * The limit's name in named-limit outputs (headers, metadata, logs, statistics): the rule's
+   * ruleName, with `[i]` appended for item i of `rate_limits`. Computed once at load.
+   */
+  readonly name: string;
 }
 
 /**
@@ -53,6 +58,11 @@ export interface RateLimitRule {
   readonly unitSeconds: number;
   /** rate_limit.name, '' when absent. */
   readonly name: string;
+  /**
+   * The rule's name in named-limit outputs: rate_limit.name when given, else its path in the config
+   * (`domain.key=value.key`, a segment without `=value` for an entry without a value).
+   */
+  readonly ruleName: string;
   readonly unlimited: boolean;
   readonly shadowMode: boolean;
   readonly quotaMode: boolean;
@@ -97,8 +107,11 @@ export interface RateLimitConfig {
   hasDomain(domain: string): boolean;
   /** Features this configuration uses beyond the reference's single fixed-window limit. */
   readonly features: ReadonlySet<ConfigFeature>;
-  /** Human-readable dump for the debug server's /rlconfig, one line per rule as the reference prints it. */
-  dump(): string;
+  /**
+   * Human-readable dump for the debug server's /rlconfig, one line per rule as the reference prints it;
+   * with `names`, each line ends in `, name: <limit name>` (LimitSpec.name).
+   */
+  dump(names?: boolean): string;
   /**
    * The entry keys on the path to every entry that has a rule, root first, in config order (what a
    * descriptor must list, in this order, to reach that rule). Empty for an unknown domain.

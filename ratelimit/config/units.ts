@@ -1,7 +1,6 @@
-// proto/units.ts directly, not proto/index.ts: the index loads @grpc/grpc-js and protobufjs, and the
-// config parse worker, which loads config/, must start without them (they load on the first xDS push).
-// eslint-disable-next-line layers/imports -- proto/units.ts is plain data with no imports
-import { RATELIMIT_UNIT_NUMBER } from '../../proto/units.js';
+// proto/ratelimit-config.ts, proto/'s light entry: index.ts loads @grpc/grpc-js, and the config parse
+// worker, which loads config/, must start without it.
+import { RATELIMIT_UNIT_NUMBER } from '../../proto/ratelimit-config.js';
 import type { Unit } from './types.js';
 
 /** Every unit, in wire order. */

@@ -178,7 +178,11 @@ function hitsCovering(ms: number, ticks: number, rate: number, period: number, b
   }
 }
 
-/** The script's computation, for the memory backend. Mirrors ratelimit/redis/limit-script.ts. */
+/**
+ * The limit script's computation in TypeScript (mirrors ratelimit/redis/limit-script.ts). It stays here,
+ * beside buildLimitCheck whose key and argument layout it decodes, rather than in ratelimit/memory/: the
+ * memory backend counts with it, and `ratelimit-config counters` evaluates Redis' stored state with it.
+ */
 export function evaluateLimitCheck(check: LimitCheck, slots: NumberSlots): LimitVerdict {
   const args = check.args;
   const keys = check.keys;

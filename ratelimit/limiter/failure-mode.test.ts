@@ -42,8 +42,8 @@ t.test('settings: defaults, values and errors naming the variable', async (t) =>
     { mode: 'error', localPods: 1, localMaxBytes: 64 * 1024 * 1024 },
     'error by default: drop-in compatible',
   );
-  t.same(s.redisCircuitBreaker, { enabled: true, failureThreshold: 5, probeIntervalMs: 500 });
-  t.equal(s.redisStartupWaitMs, 10_000);
+  t.same(s.redis.circuitBreaker, { enabled: true, failureThreshold: 5, probeIntervalMs: 500 });
+  t.equal(s.redis.startupWaitMs, 10_000);
   const o = loadSettings({
     CACHE_FAILURE_MODE: 'LOCAL',
     CACHE_FAILURE_MODE_LOCAL_PODS: '3',
@@ -54,8 +54,8 @@ t.test('settings: defaults, values and errors naming the variable', async (t) =>
     REDIS_STARTUP_WAIT: '0',
   });
   t.same(o.failureMode, { mode: 'local', localPods: 3, localMaxBytes: 1_000_000 });
-  t.same(o.redisCircuitBreaker, { enabled: false, failureThreshold: 2, probeIntervalMs: 1000 });
-  t.equal(o.redisStartupWaitMs, 0);
+  t.same(o.redis.circuitBreaker, { enabled: false, failureThreshold: 2, probeIntervalMs: 1000 });
+  t.equal(o.redis.startupWaitMs, 0);
   t.throws(() => loadSettings({ CACHE_FAILURE_MODE: 'open' }), {
     message: /^CACHE_FAILURE_MODE: invalid value 'open'/,
   });

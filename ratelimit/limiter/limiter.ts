@@ -2,7 +2,7 @@
 // per-descriptor statuses and rule statistics exactly as the reference's base limiter does.
 // Rules with another algorithm or several limits (rule.scripted) go to the store's evaluate (one
 // atomic call per descriptor, algorithms.ts) in parallel with the fixed-window increments.
-import type { FailureMode, LimitMatch, RateLimitRule } from '../config/index.js';
+import type { FailureMode, LimitMatch, LimitSpec, RateLimitRule } from '../config/index.js';
 import type { WireDescriptorStatus, WireRateLimit } from '../../proto/index.js';
 import type { StatsStore } from '../stats/index.js';
 import { buildLimitCheck, taggedKeyBase } from './algorithms.js';
@@ -90,6 +90,18 @@ export class Limiter {
       this.wireLimits.set(rule, w);
     }
     return w;
+  }
+
+  /**
+   * Which limit of the matched rule a status of doLimit reports (the one that rejected, or the one
+   * with the least remaining); undefined without a limit. Named-limit outputs use it.
+   */
+  limitOf(m: LimitMatch, status: WireDescriptorStatus): LimitSpec | undefined {
+    const w = status.currentLimit;
+    if (!w) return undefined;
+    const limits = m.rule.limits;
+    if (limits.length <= 1) return limits[0];
+    return this.verdicts.specOf(w) ?? limits[0];
   }
 
   /**

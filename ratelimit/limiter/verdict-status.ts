@@ -10,6 +10,8 @@ import { limitCapacity } from './algorithms.js';
 
 export class VerdictStatuses {
   private readonly wireLimits = new WeakMap<LimitSpec, WireRateLimit>();
+  /** The reverse of wireLimits: which limit a status reports (named limits). */
+  private readonly specs = new WeakMap<WireRateLimit, LimitSpec>();
 
   constructor(
     private readonly stats: StatsStore,
@@ -24,8 +26,14 @@ export class VerdictStatuses {
       // The single form keeps the rule's name (as fixed windows report it).
       if (m.rule.name && m.rule.limits.length === 1) w.name = m.rule.name;
       this.wireLimits.set(l, w);
+      this.specs.set(w, l);
     }
     return w;
+  }
+
+  /** The limit a status of this class reports, or undefined for another status. */
+  specOf(w: WireRateLimit): LimitSpec | undefined {
+    return this.specs.get(w);
   }
 
   status(m: LimitMatch, verdict: LimitVerdict, hits: number): WireDescriptorStatus {

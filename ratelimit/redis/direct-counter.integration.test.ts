@@ -31,7 +31,7 @@ async function deployment(
   redis: RedisServer,
   env: Record<string, string> = {},
 ): Promise<RedisDeployment> {
-  const s = loadSettings({ REDIS_SOCKET_TYPE: 'tcp', REDIS_URL: redis.url, ...env }).redis;
+  const s = loadSettings({ REDIS_SOCKET_TYPE: 'tcp', REDIS_URL: redis.url, ...env }).redis.main;
   const d = new RedisDeployment('REDIS', s, noTls);
   t.teardown(() => d.close());
   await d.connect(5000);

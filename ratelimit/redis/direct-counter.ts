@@ -258,8 +258,8 @@ export class DirectCounter {
   ) {
     this.auth = parseAuth(settings.auth);
     // A request older than twice REDIS_TIMEOUT (its caller gave up long ago) means a hung server: drop
-    // the connection, so waiting requests cannot pile up behind it.
-    this.staleMs = settings.timeoutMs > 0 ? settings.timeoutMs * 2 : 30_000;
+    // the connection, so waiting requests cannot pile up behind it (staleRequestMs, from settings).
+    this.staleMs = settings.staleRequestMs;
     this.connectTimeoutMs = settings.connectTimeoutMs;
   }
 

@@ -88,7 +88,7 @@ t.teardown(() => memory.close());
 const redis = await startRedis();
 t.teardown(() => redis.stop());
 const redisStore = new RedisCounterStore({
-  settings: loadSettings({ REDIS_SOCKET_TYPE: 'tcp', REDIS_URL: redis.url }).redis,
+  settings: loadSettings({ REDIS_SOCKET_TYPE: 'tcp', REDIS_URL: redis.url }).redis.main,
   tlsFiles: noTls,
 });
 await redisStore.start(10_000);

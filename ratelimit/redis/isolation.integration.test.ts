@@ -61,7 +61,7 @@ for (const direct of [true, false]) {
         REDIS_URL: redis.url,
         REDIS_DIRECT_COUNTING: String(direct),
       });
-      const redisStore = new RedisCounterStore({ settings: settings.redis, tlsFiles: noTls });
+      const redisStore = new RedisCounterStore({ settings: settings.redis.main, tlsFiles: noTls });
       const breaker = new CircuitBreakerStore(redisStore, {
         enabled: true,
         failureThreshold: 1,
@@ -127,7 +127,7 @@ for (const direct of [true, false]) {
         REDIS_URL: redis.url,
         REDIS_DIRECT_COUNTING: String(direct),
       });
-      const redisStore = new RedisCounterStore({ settings: settings.redis, tlsFiles: noTls });
+      const redisStore = new RedisCounterStore({ settings: settings.redis.main, tlsFiles: noTls });
       const breaker = new CircuitBreakerStore(redisStore, {
         enabled: true,
         failureThreshold: 1,

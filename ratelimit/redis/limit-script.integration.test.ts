@@ -170,7 +170,7 @@ function expected(key: string, seed: number): Outcome {
 
 const noTls = { caCert: '', clientCert: '', clientKey: '', skipHostnameVerification: false };
 const redisSettings = (env: Record<string, string>) =>
-  loadSettings({ REDIS_SOCKET_TYPE: 'tcp', ...env }).redis;
+  loadSettings({ REDIS_SOCKET_TYPE: 'tcp', ...env }).redis.main;
 
 async function checkBackend(
   t: Test,

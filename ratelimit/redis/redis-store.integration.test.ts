@@ -19,7 +19,8 @@ descriptors:
     rate_limit: { unit: minute, requests_per_unit: 100 }
 `;
 
-const redisEnv = (env: Record<string, string>) => loadSettings({ REDIS_SOCKET_TYPE: 'tcp', ...env }).redis;
+const redisEnv = (env: Record<string, string>) =>
+  loadSettings({ REDIS_SOCKET_TYPE: 'tcp', ...env }).redis.main;
 
 t.test('REDIS_URL forms: single, unix, sentinel (master name first), cluster; bad forms named', async (t) => {
   t.same(parseRedisTarget(redisEnv({ REDIS_URL: 'h:1' }), 'REDIS_URL'), {

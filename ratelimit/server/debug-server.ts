@@ -22,6 +22,8 @@ export interface DebugServerOptions {
    * costs CPU on demand; the debug port has no authentication.
    */
   pprofEnabled?: boolean;
+  /** /rlconfig ends each line with the limit's name (when a NAMED_LIMITS_* output is on). */
+  rlconfigNames?: boolean;
 }
 
 /** Longest CPU profile one request may ask for. */
@@ -51,7 +53,7 @@ export class DebugServer extends FastifyListener {
   constructor(private readonly opts: DebugServerOptions) {
     super({ name: 'debug', ...opts });
     this.addPath('/rlconfig', 'print out the currently loaded configuration for debugging', async () => {
-      return opts.service.getConfig()?.dump() ?? '';
+      return opts.service.getConfig()?.dump(opts.rlconfigNames === true) ?? '';
     });
     this.addPath('/stats', 'print out stats', async () => {
       const lines = Object.entries(opts.stats.snapshot()).map(([k, v]) => `${k}: ${v}`);

@@ -21,6 +21,7 @@ import { CacheError, KeyRejectedError } from '../counting/index.js';
 import type { StatsStore } from '../stats/index.js';
 import { NO_CONFIG_MESSAGE, ServiceError } from './errors.js';
 import { MAX_HITS_ADDEND, toStruct } from '../../proto/index.js';
+import { ietfHeaders, namedMetadata, type NamedDecision, type OverLimitLog } from './named-limits.js';
 
 export const MAX_UINT32 = 4294967295;
 
@@ -31,6 +32,17 @@ export interface RateLimitServiceOptions {
   globalQuotaMode?: boolean;
   responseHeaders?: { limit: string; remaining: string; reset: string } | null;
   responseDynamicMetadata?: boolean;
+  /** NAMED_LIMITS_*: which named limit decided, in headers, metadata and a sampled log. */
+  namedLimits?: NamedLimitsOptions;
+}
+
+export interface NamedLimitsOptions {
+  /** Add RateLimit-Policy and RateLimit (IETF draft) to response_headers_to_add. */
+  ietfHeaders: boolean;
+  /** Add `namedLimit` and `namedLimits` to the dynamic metadata. */
+  dynamicMetadata: boolean;
+  /** The sampled over-limit log, when on. */
+  overLimitLog?: OverLimitLog;
 }
 
 /** Parsed, validated request in the matcher's terms. */
@@ -133,6 +145,11 @@ export class RateLimitService {
       }
       const m = matches[i];
       const quota = m !== undefined && (this.opts.globalQuotaMode || m.rule.quotaMode);
+      if (m !== undefined && s.code === 'OVER_LIMIT') {
+        // Only over-limit descriptors pay for the name lookup.
+        const spec = this.opts.limiter.limitOf(m, s);
+        if (spec !== undefined) this.opts.stats.namedLimitOverLimit(spec.name)?.inc(req.hits[i]);
+      }
       if (quota) {
         quotaCount++;
         if (s.code === 'OVER_LIMIT') quotaOver++;
@@ -149,16 +166,69 @@ export class RateLimitService {
     if (headers && minimum && minimum.currentLimit) {
       response.responseHeadersToAdd = this.limitHeaders(headers, minimum);
     }
+    const named = this.opts.namedLimits;
+    let namedMeta: Record<string, unknown> | undefined;
+    if (named !== undefined) namedMeta = this.named(named, req, matches, statuses, overLimit, response);
     if (overLimit && this.opts.globalShadowMode) {
       response.overallCode = 'OK';
       this.opts.stats.service.globalShadowMode.inc();
     }
     if (this.opts.responseDynamicMetadata) {
-      response.dynamicMetadata = this.dynamicMetadata(req, matches, statuses, decidedBy);
-    } else if (decidedBy.length > 0) {
-      response.dynamicMetadata = toStruct({ failureMode: failureModesOf(decidedBy) });
+      response.dynamicMetadata = this.dynamicMetadata(req, matches, statuses, decidedBy, namedMeta);
+    } else if (decidedBy.length > 0 || namedMeta !== undefined) {
+      const out: Record<string, unknown> = { ...namedMeta };
+      if (decidedBy.length > 0) out.failureMode = failureModesOf(decidedBy);
+      response.dynamicMetadata = toStruct(out);
     }
     return response;
+  }
+
+  /**
+   * The named-limit outputs of one decision: the over-limit log line, the IETF headers (appended to
+   * response_headers_to_add) and the dynamic metadata keys (returned). The "deciding" limit is the
+   * first descriptor's that rejected, else the one with the least remaining.
+   */
+  private named(
+    opts: NamedLimitsOptions,
+    req: ParsedRequest,
+    matches: readonly (LimitMatch | undefined)[],
+    statuses: readonly WireDescriptorStatus[],
+    overLimit: boolean,
+    response: WireRateLimitResponse,
+  ): Record<string, unknown> | undefined {
+    const log = opts.overLimitLog;
+    if (!opts.ietfHeaders && !opts.dynamicMetadata) {
+      if (log === undefined || !overLimit) return undefined;
+    }
+    const decisions: NamedDecision[] = [];
+    let first = -1;
+    let least = -1;
+    for (let i = 0; i < matches.length; i++) {
+      const m = matches[i];
+      if (m === undefined) continue;
+      const status = statuses[i];
+      const spec = this.opts.limiter.limitOf(m, status);
+      if (spec === undefined) continue;
+      if (status.code === 'OVER_LIMIT' && first < 0) first = decisions.length;
+      if (least < 0 || status.limitRemaining < decisions[least]!.status.limitRemaining)
+        least = decisions.length;
+      decisions.push({ index: i, spec, status });
+    }
+    if (log !== undefined && overLimit && first >= 0) {
+      const d = decisions[first]!;
+      log.record(req.domain, req.descriptors[d.index]!, d.spec, d.status);
+    }
+    if (decisions.length === 0) return undefined;
+    if (opts.ietfHeaders) {
+      const h = ietfHeaders(decisions, first);
+      if (response.responseHeadersToAdd) response.responseHeadersToAdd.push(...h);
+      else response.responseHeadersToAdd = h;
+    }
+    if (!opts.dynamicMetadata) return undefined;
+    return {
+      namedLimit: decisions[first >= 0 ? first : least]!.spec.name,
+      namedLimits: namedMetadata(req.domain, decisions),
+    };
   }
 
   private limitHeaders(
@@ -177,6 +247,7 @@ export class RateLimitService {
     matches: readonly (LimitMatch | undefined)[],
     statuses: readonly WireDescriptorStatus[],
     decidedBy: readonly (FailureMode | undefined)[],
+    namedMeta: Record<string, unknown> | undefined,
   ): unknown {
     const merged: Record<string, unknown> = {};
     for (let i = 0; i < matches.length; i++) {
@@ -192,6 +263,7 @@ export class RateLimitService {
     if (req.hits.length > 0 && req.hits[0] !== 1) out.hitsAddend = req.hits[0];
     if (Object.keys(merged).length > 0) out.metadata = merged;
     if (decidedBy.length > 0) out.failureMode = failureModesOf(decidedBy);
+    if (namedMeta !== undefined) Object.assign(out, namedMeta);
     return toStruct(out);
   }
 }

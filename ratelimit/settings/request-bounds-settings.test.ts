@@ -12,7 +12,7 @@ t.test('defaults, and values read from the environment', async (t) => {
     maxValueBytes: 8192,
     maxHitsAddend: 4294967295,
   });
-  t.equal(s.grpcMaxDecompressedMsgSize, 65536);
+  t.equal(s.grpc.maxDecompressedMsgSize, 65536);
   t.equal(s.httpMaxBodyBytes, 65536);
   const set = loadSettings({
     REQUEST_MAX_DESCRIPTORS: '8',
@@ -30,7 +30,7 @@ t.test('defaults, and values read from the environment', async (t) => {
     maxValueBytes: 200,
     maxHitsAddend: 1000,
   });
-  t.equal(set.grpcMaxDecompressedMsgSize, 2048);
+  t.equal(set.grpc.maxDecompressedMsgSize, 2048);
   t.equal(set.httpMaxBodyBytes, 4096);
 });
 

@@ -29,6 +29,9 @@ export interface RedisSettings {
   timeoutMs: number;
   /** The connect timeout: <prefix>_TIMEOUT, or 10 s when that is 0 (no per-command deadline). */
   connectTimeoutMs: number;
+  /** A request older than this means a hung server (direct counting drops the connection): twice
+   * <prefix>_TIMEOUT, or 30 s when that is 0. */
+  staleRequestMs: number;
   /** Ours (<prefix>_DIRECT_COUNTING, default true): INCRBY + EXPIRE on a connection of our own (direct-counter.ts). */
   directCounting: boolean;
 }
@@ -40,34 +43,51 @@ export interface TlsFiles {
   skipHostnameVerification: boolean;
 }
 
+/** The gRPC listener (GRPC_*). */
+export interface GrpcSettings {
+  host: string;
+  port: number;
+  /** GRPC_UDS: a Unix socket path to listen on as well ('' for none). */
+  uds: string;
+  maxConnectionAgeMs: number;
+  maxConnectionAgeGraceMs: number;
+  /** Max gRPC request size the server accepts (ours; the reference uses gRPC's 4 MiB default). */
+  maxRecvMsgSize: number;
+  /** GRPC_MAX_CONCURRENT_STREAMS: HTTP/2 streams one connection may have open at once. */
+  maxConcurrentStreams: number;
+  /** GRPC_MAX_SESSION_MEMORY_MB: memory one HTTP/2 connection may buffer before new streams are refused. */
+  maxSessionMemoryMb: number;
+  /** GRPC_MAX_DECOMPRESSED_MSG_SIZE: bytes a compressed gRPC request may inflate to (checked while inflating). */
+  maxDecompressedMsgSize: number;
+  /** GRPC_SERVER_USE_TLS and its files; cert and key are both set when enabled (checked at parse). */
+  tls: { enabled: boolean; cert: string; key: string; clientCaCert: string; clientSan: string };
+}
+
+/** The Redis counters (REDIS_*): the main deployment, the optional per-second one, and what they share. */
+export interface RedisGroupSettings {
+  main: RedisSettings;
+  /** REDIS_PERSECOND_*: set only when REDIS_PERSECOND=true (second-unit limits count there). */
+  perSecond: RedisSettings | undefined;
+  /** REDIS_TLS_*: the client files of both deployments. */
+  tlsFiles: TlsFiles;
+  healthCheckActiveConnection: boolean;
+  /** Ours: the circuit breaker per Redis deployment and cluster shard. */
+  circuitBreaker: { enabled: boolean; failureThreshold: number; probeIntervalMs: number };
+  /** Ours: how long startup waits for Redis before opening the listeners without it. */
+  startupWaitMs: number;
+}
+
 export interface Settings {
   // listeners
   host: string;
   port: number;
-  grpcHost: string;
-  grpcPort: number;
-  grpcUds: string;
+  grpc: GrpcSettings;
   debugHost: string;
   debugPort: number;
   /** DEBUG_PPROF_ENABLED: serve the heap snapshot and CPU profile (off: they expose process memory). */
   debugPprofEnabled: boolean;
-  grpcMaxConnectionAgeMs: number;
-  grpcMaxConnectionAgeGraceMs: number;
-  grpcServerUseTls: boolean;
-  grpcServerTlsCert: string;
-  grpcServerTlsKey: string;
-  grpcClientTlsCaCert: string;
-  grpcClientTlsSan: string;
-  /** Max gRPC request size the server accepts (ours; the reference uses gRPC's 4 MiB default). */
-  grpcMaxRecvMsgSize: number;
-  /** GRPC_MAX_CONCURRENT_STREAMS: HTTP/2 streams one connection may have open at once. */
-  grpcMaxConcurrentStreams: number;
-  /** GRPC_MAX_SESSION_MEMORY_MB: memory one HTTP/2 connection may buffer before new streams are refused. */
-  grpcMaxSessionMemoryMb: number;
   /** SHUTDOWN_DRAIN_TIMEOUT: how long SIGTERM lets calls in progress finish before connections are cut. */
   shutdownDrainMs: number;
-  /** GRPC_MAX_DECOMPRESSED_MSG_SIZE: bytes a compressed gRPC request may inflate to (checked while inflating). */
-  grpcMaxDecompressedMsgSize: number;
   /** HTTP_MAX_BODY_BYTES: largest /json body. */
   httpMaxBodyBytes: number;
   /** REQUEST_MAX_*: what one rate limit request may ask for (gRPC and /json alike). */
@@ -133,15 +153,7 @@ export interface Settings {
   headerReset: string;
 
   // counters
-  redis: RedisSettings;
-  redisTlsFiles: TlsFiles;
-  redisPerSecond: boolean;
-  redisPerSecondSettings: RedisSettings;
-  redisHealthCheckActiveConnection: boolean;
-  /** Ours (issue 14): the circuit breaker per Redis deployment and cluster shard. */
-  redisCircuitBreaker: { enabled: boolean; failureThreshold: number; probeIntervalMs: number };
-  /** Ours: how long startup waits for Redis before opening the listeners without it. */
-  redisStartupWaitMs: number;
+  redis: RedisGroupSettings;
   /** Ours: what a descriptor gets when its counter cannot be counted (CACHE_FAILURE_MODE*). */
   failureMode: { mode: FailureMode; localPods: number; localMaxBytes: number };
   memcache: {
@@ -183,8 +195,97 @@ export interface Settings {
     samplingRate: number;
   };
 
+  /** Ours (NAMED_LIMITS_*): which named limit decided, in headers, metadata, logs and statistics. */
+  namedLimits: NamedLimitsSettings;
   /** RLQS_*: the rate limit quota server (ratelimit/quota, docs/rlqs.md). */
   quota: QuotaSettings;
+}
+
+export interface NamedLimitsSettings {
+  /** NAMED_LIMITS_IETF_HEADERS: add the IETF RateLimit-Policy and RateLimit response headers. */
+  ietfHeaders: boolean;
+  /** NAMED_LIMITS_DYNAMIC_METADATA: add `namedLimits` (one struct per descriptor) to dynamic metadata. */
+  dynamicMetadata: boolean;
+  /** NAMED_LIMITS_STATS_MAX_SERIES: distinct limit names given an over_limit series (0: none). */
+  statsMaxSeries: number;
+  /** NAMED_LIMITS_LOG_ENABLED: log over-limit decisions at info. */
+  logEnabled: boolean;
+  /** NAMED_LIMITS_LOG_SAMPLE_RATE: the share of over-limit decisions considered for a line. */
+  logSampleRate: number;
+  /** NAMED_LIMITS_LOG_MAX_PER_SECOND: lines written per second at most (a token bucket). */
+  logMaxPerSecond: number;
+  /** NAMED_LIMITS_LOG_REDACT_KEYS: descriptor keys whose values are logged as <redacted>. */
+  logRedactKeys: string[];
+  /** NAMED_LIMITS_LOG_MAX_VALUE_BYTES: a longer descriptor value is cut to this many bytes in a line. */
+  logMaxValueBytes: number;
+}
+
+function namedLimitsSettings(r: EnvReader): NamedLimitsSettings {
+  return {
+    ietfHeaders: r.bool('NAMED_LIMITS_IETF_HEADERS', false),
+    dynamicMetadata: r.bool('NAMED_LIMITS_DYNAMIC_METADATA', false),
+    statsMaxSeries: r.int('NAMED_LIMITS_STATS_MAX_SERIES', 1000, { min: 0, max: 1_000_000 }),
+    logEnabled: r.bool('NAMED_LIMITS_LOG_ENABLED', false),
+    logSampleRate: r.float('NAMED_LIMITS_LOG_SAMPLE_RATE', 1, { min: 0, max: 1 }),
+    logMaxPerSecond: r.int('NAMED_LIMITS_LOG_MAX_PER_SECOND', 10, { min: 1, max: 100_000 }),
+    logRedactKeys: r.list('NAMED_LIMITS_LOG_REDACT_KEYS'),
+    logMaxValueBytes: r.int('NAMED_LIMITS_LOG_MAX_VALUE_BYTES', 128, { min: 1, max: 65_536 }),
+  };
+}
+
+function grpcSettings(r: EnvReader): GrpcSettings {
+  const g: GrpcSettings = {
+    host: r.string('GRPC_HOST', '0.0.0.0'),
+    port: r.int('GRPC_PORT', 8081, { min: 0, max: 65535 }),
+    uds: r.string('GRPC_UDS', ''),
+    maxConnectionAgeMs: r.durationMs('GRPC_MAX_CONNECTION_AGE', 24 * 3_600_000),
+    maxConnectionAgeGraceMs: r.durationMs('GRPC_MAX_CONNECTION_AGE_GRACE', 3_600_000),
+    maxRecvMsgSize: r.int('GRPC_MAX_RECV_MSG_SIZE', 4 * 1024 * 1024, { min: 1024 }),
+    maxConcurrentStreams: r.int('GRPC_MAX_CONCURRENT_STREAMS', 1000, { min: 1, max: 2 ** 31 - 1 }),
+    maxSessionMemoryMb: r.int('GRPC_MAX_SESSION_MEMORY_MB', 64, { min: 1 }),
+    maxDecompressedMsgSize: r.int('GRPC_MAX_DECOMPRESSED_MSG_SIZE', 64 * 1024, { min: 1024 }),
+    tls: {
+      enabled: r.bool('GRPC_SERVER_USE_TLS', false),
+      cert: r.string('GRPC_SERVER_TLS_CERT', ''),
+      key: r.string('GRPC_SERVER_TLS_KEY', ''),
+      clientCaCert: r.string('GRPC_CLIENT_TLS_CACERT', ''),
+      clientSan: r.string('GRPC_CLIENT_TLS_SAN', ''),
+    },
+  };
+  if (g.tls.enabled && (!g.tls.cert || !g.tls.key)) {
+    throw new SettingsError(
+      'GRPC_SERVER_TLS_CERT',
+      'GRPC_SERVER_USE_TLS=true needs GRPC_SERVER_TLS_CERT and GRPC_SERVER_TLS_KEY',
+    );
+  }
+  return g;
+}
+
+function redisGroupSettings(r: EnvReader): RedisGroupSettings {
+  const g: RedisGroupSettings = {
+    main: redisSettings(r, 'REDIS', '/var/run/nutcracker/ratelimit.sock'),
+    perSecond: undefined,
+    tlsFiles: {
+      clientCert: r.string('REDIS_TLS_CLIENT_CERT', ''),
+      clientKey: r.string('REDIS_TLS_CLIENT_KEY', ''),
+      caCert: r.string('REDIS_TLS_CACERT', ''),
+      skipHostnameVerification: r.bool('REDIS_TLS_SKIP_HOSTNAME_VERIFICATION', false),
+    },
+    healthCheckActiveConnection: r.bool('REDIS_HEALTH_CHECK_ACTIVE_CONNECTION', false),
+    circuitBreaker: {
+      enabled: r.bool('REDIS_CIRCUIT_BREAKER_ENABLED', true),
+      failureThreshold: r.int('REDIS_CIRCUIT_BREAKER_FAILURES', 5, { min: 1 }),
+      probeIntervalMs: r.durationMs('REDIS_CIRCUIT_BREAKER_PROBE_INTERVAL', 500),
+    },
+    startupWaitMs: r.durationMs('REDIS_STARTUP_WAIT', 10_000),
+  };
+  // The REDIS_PERSECOND_* variables are read (and so checked) whether or not REDIS_PERSECOND is on.
+  const perSecond = redisSettings(r, 'REDIS_PERSECOND', '/var/run/nutcracker/ratelimitpersecond.sock');
+  if (r.bool('REDIS_PERSECOND', false)) g.perSecond = perSecond;
+  if (g.circuitBreaker.probeIntervalMs < 10) {
+    throw new SettingsError('REDIS_CIRCUIT_BREAKER_PROBE_INTERVAL', 'must be at least 10ms');
+  }
+  return g;
 }
 
 function redisSettings(r: EnvReader, prefix: string, defaultUrl: string): RedisSettings {
@@ -200,10 +301,12 @@ function redisSettings(r: EnvReader, prefix: string, defaultUrl: string): RedisS
     pipelineLimit: r.int(`${prefix}_PIPELINE_LIMIT`, 0, { min: 0 }),
     timeoutMs: r.durationMs(`${prefix}_TIMEOUT`, 10_000),
     connectTimeoutMs: 0,
+    staleRequestMs: 0,
     directCounting: r.bool(`${prefix}_DIRECT_COUNTING`, true),
   };
-  // "0 means 10 s" decided here once: the Redis clients read connectTimeoutMs and make no choice.
+  // "0 means 10 s" (and 30 s) decided here once: the Redis clients read these and make no choice.
   s.connectTimeoutMs = s.timeoutMs > 0 ? s.timeoutMs : 10_000;
+  s.staleRequestMs = s.timeoutMs > 0 ? s.timeoutMs * 2 : 30_000;
   return s;
 }
 
@@ -222,24 +325,11 @@ export function loadSettings(env: Env = process.env): Settings {
   const s: Settings = {
     host: r.string('HOST', '0.0.0.0'),
     port: r.int('PORT', 8080, { min: 0, max: 65535 }),
-    grpcHost: r.string('GRPC_HOST', '0.0.0.0'),
-    grpcPort: r.int('GRPC_PORT', 8081, { min: 0, max: 65535 }),
-    grpcUds: r.string('GRPC_UDS', ''),
+    grpc: grpcSettings(r),
     debugHost: r.string('DEBUG_HOST', '0.0.0.0'),
     debugPort: r.int('DEBUG_PORT', 6070, { min: 0, max: 65535 }),
     debugPprofEnabled: r.bool('DEBUG_PPROF_ENABLED', false),
-    grpcMaxConnectionAgeMs: r.durationMs('GRPC_MAX_CONNECTION_AGE', 24 * 3_600_000),
-    grpcMaxConnectionAgeGraceMs: r.durationMs('GRPC_MAX_CONNECTION_AGE_GRACE', 3_600_000),
-    grpcServerUseTls: r.bool('GRPC_SERVER_USE_TLS', false),
-    grpcServerTlsCert: r.string('GRPC_SERVER_TLS_CERT', ''),
-    grpcServerTlsKey: r.string('GRPC_SERVER_TLS_KEY', ''),
-    grpcClientTlsCaCert: r.string('GRPC_CLIENT_TLS_CACERT', ''),
-    grpcClientTlsSan: r.string('GRPC_CLIENT_TLS_SAN', ''),
-    grpcMaxRecvMsgSize: r.int('GRPC_MAX_RECV_MSG_SIZE', 4 * 1024 * 1024, { min: 1024 }),
-    grpcMaxConcurrentStreams: r.int('GRPC_MAX_CONCURRENT_STREAMS', 1000, { min: 1, max: 2 ** 31 - 1 }),
-    grpcMaxSessionMemoryMb: r.int('GRPC_MAX_SESSION_MEMORY_MB', 64, { min: 1 }),
     shutdownDrainMs: r.durationMs('SHUTDOWN_DRAIN_TIMEOUT', 10_000),
-    grpcMaxDecompressedMsgSize: r.int('GRPC_MAX_DECOMPRESSED_MSG_SIZE', 64 * 1024, { min: 1024 }),
     httpMaxBodyBytes: r.int('HTTP_MAX_BODY_BYTES', 64 * 1024, { min: 1024 }),
     requestBounds: {
       maxDescriptors: r.int('REQUEST_MAX_DESCRIPTORS', DEFAULT_REQUEST_BOUNDS.maxDescriptors, { min: 1 }),
@@ -315,26 +405,7 @@ export function loadSettings(env: Env = process.env): Settings {
     headerRemaining: r.string('LIMIT_REMAINING_HEADER', 'RateLimit-Remaining'),
     headerReset: r.string('LIMIT_RESET_HEADER', 'RateLimit-Reset'),
 
-    redis: redisSettings(r, 'REDIS', '/var/run/nutcracker/ratelimit.sock'),
-    redisTlsFiles: {
-      clientCert: r.string('REDIS_TLS_CLIENT_CERT', ''),
-      clientKey: r.string('REDIS_TLS_CLIENT_KEY', ''),
-      caCert: r.string('REDIS_TLS_CACERT', ''),
-      skipHostnameVerification: r.bool('REDIS_TLS_SKIP_HOSTNAME_VERIFICATION', false),
-    },
-    redisPerSecond: r.bool('REDIS_PERSECOND', false),
-    redisPerSecondSettings: redisSettings(
-      r,
-      'REDIS_PERSECOND',
-      '/var/run/nutcracker/ratelimitpersecond.sock',
-    ),
-    redisHealthCheckActiveConnection: r.bool('REDIS_HEALTH_CHECK_ACTIVE_CONNECTION', false),
-    redisCircuitBreaker: {
-      enabled: r.bool('REDIS_CIRCUIT_BREAKER_ENABLED', true),
-      failureThreshold: r.int('REDIS_CIRCUIT_BREAKER_FAILURES', 5, { min: 1 }),
-      probeIntervalMs: r.durationMs('REDIS_CIRCUIT_BREAKER_PROBE_INTERVAL', 500),
-    },
-    redisStartupWaitMs: r.durationMs('REDIS_STARTUP_WAIT', 10_000),
+    redis: redisGroupSettings(r),
     failureMode: {
       mode: r.oneOf('CACHE_FAILURE_MODE', 'error', FAILURE_MODES),
       localPods: r.int('CACHE_FAILURE_MODE_LOCAL_PODS', 1, { min: 1 }),
@@ -383,21 +454,13 @@ export function loadSettings(env: Env = process.env): Settings {
       samplingRate: r.float('TRACING_SAMPLING_RATE', 1, { min: 0, max: 1 }),
     },
 
+    namedLimits: namedLimitsSettings(r),
     quota: quotaSettings(r),
   };
 
   // LocalCacheSizeInBytes is the spelling in the spec's table; the reference reads LOCAL_CACHE_SIZE_IN_BYTES.
   if (r.raw('LOCAL_CACHE_SIZE_IN_BYTES') === undefined && r.raw('LocalCacheSizeInBytes') !== undefined) {
     s.localCacheSizeInBytes = r.int('LocalCacheSizeInBytes', 0, { min: 0 });
-  }
-  if (s.grpcServerUseTls && (!s.grpcServerTlsCert || !s.grpcServerTlsKey)) {
-    throw new SettingsError(
-      'GRPC_SERVER_TLS_CERT',
-      'GRPC_SERVER_USE_TLS=true needs GRPC_SERVER_TLS_CERT and GRPC_SERVER_TLS_KEY',
-    );
-  }
-  if (s.redisCircuitBreaker.probeIntervalMs < 10) {
-    throw new SettingsError('REDIS_CIRCUIT_BREAKER_PROBE_INTERVAL', 'must be at least 10ms');
   }
   // Checked even when the mode is off, so a typo is found before someone turns it on.
   if (s.writeBehind.intervalMs < 10 || s.writeBehind.intervalMs > 60_000) {

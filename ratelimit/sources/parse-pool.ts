@@ -127,7 +127,7 @@ export class ConfigParsePool {
 
   /** Decoded and validated xDS resources (encoded RateLimitConfig messages); throws the first ConfigError. */
   decodeXds(messages: Uint8Array[]): Promise<CheckedDocument[]> {
-    return this.run({ messages }, 'xDS resources', () => decodeAndCheck(messages));
+    return this.run({ messages }, 'xDS resources', async () => decodeAndCheck(messages));
   }
 
   private async run(

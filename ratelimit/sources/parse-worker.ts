@@ -13,8 +13,10 @@ import {
   type ParsedConfigSource,
   DEFAULT_YAML_LIMITS,
   parseYamlSource,
+  rateLimitConfigToDocument,
   type YamlLimits,
 } from '../config/index.js';
+import { decodeRateLimitConfig } from '../../proto/ratelimit-config.js';
 
 export type ParseRequest =
   | { id: number; sources: ConfigSource[]; limits: YamlLimits }
@@ -49,14 +51,10 @@ function check(src: ParsedConfigSource): CheckedDocument {
   };
 }
 
-// The protobuf codec (protobufjs and the Envoy protos) loads on the first xDS push only: a file-fed
-// service never needs it.
-let protoModule: Promise<typeof import('../../proto/index.js')> | undefined;
-
+// The RateLimitConfig codec comes from proto/'s light entry, which loads no gRPC code; protobufjs and
+// the .proto files load on the first xDS push only, so a file-fed service never loads them.
 /** Decode and validate xDS resources: what the main thread would do before compiling. */
-export async function decodeAndCheck(messages: readonly Uint8Array[]): Promise<CheckedDocument[]> {
-  protoModule ??= import('../../proto/index.js');
-  const { decodeRateLimitConfig, rateLimitConfigToDocument } = await protoModule;
+export function decodeAndCheck(messages: readonly Uint8Array[]): CheckedDocument[] {
   return messages.map((bytes) => {
     const msg = decodeRateLimitConfig(bytes);
     return check({ name: msg.name, document: rateLimitConfigToDocument(msg) });
@@ -85,7 +83,7 @@ async function reply(req: ParseRequest): Promise<ParseReply> {
   try {
     if ('messages' in req) {
       progress('xDS resources');
-      return { id: req.id, ok: true, documents: await decodeAndCheck(req.messages) };
+      return { id: req.id, ok: true, documents: decodeAndCheck(req.messages) };
     }
     return { id: req.id, ok: true, documents: parseAndCheck(req.sources, req.limits, progress) };
   } catch (err) {
@@ -97,8 +95,7 @@ async function reply(req: ParseRequest): Promise<ParseReply> {
   }
 }
 
-// Requests are answered in order: an xDS request awaits the codec's loading at most once, and every
-// later request is chained behind it.
+// Requests are answered in order, each chained behind the one before.
 let queue: Promise<void> = Promise.resolve();
 parentPort?.on('message', (req: ParseRequest) => {
   queue = queue.then(async () => parentPort!.postMessage(await reply(req)));

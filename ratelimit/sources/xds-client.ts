@@ -9,13 +9,12 @@ import {
   adsClientConstructor,
   decodeRateLimitConfig,
   RATELIMIT_CONFIG_TYPE_URL,
-  rateLimitConfigToDocument,
   type WireDiscoveryRequest,
   type WireDiscoveryResponse,
   type WireNode,
 } from '../../proto/index.js';
 import { readTlsFiles, silentLogger, type Logger } from '../../common/index.js';
-import type { ParsedConfigSource } from '../config/index.js';
+import { rateLimitConfigToDocument, type ParsedConfigSource } from '../config/index.js';
 import { DEFAULT_BACKOFF, ExponentialBackoff, type BackoffOptions } from './backoff.js';
 
 export interface XdsConfigClientOptions {

@@ -115,14 +115,19 @@ export class StatsStore {
   private readonly maxUnknownDomains: number;
   /** Requests for unknown domains past STATS_MAX_UNKNOWN_DOMAINS distinct ones (one series for all). */
   private unlistedNotFound?: Counter;
+  private readonly namedOver = new Map<string, Counter>();
+  private readonly maxNamedLimits: number;
+  /** Over-limit hits of limit names past NAMED_LIMITS_STATS_MAX_SERIES distinct ones. */
+  private unlistedNamedOver?: Counter;
   readonly service: ServiceStats;
 
   /**
    * maxUnknownDomains bounds the domain_not_found series: the domain comes from the caller, and one
    * series per distinct value would let any caller grow memory, /stats and every metrics backend.
    */
-  constructor(opts: { maxUnknownDomains?: number } = {}) {
+  constructor(opts: { maxUnknownDomains?: number; maxNamedLimits?: number } = {}) {
     this.maxUnknownDomains = opts.maxUnknownDomains ?? 100;
+    this.maxNamedLimits = opts.maxNamedLimits ?? 1000;
     this.service = new ServiceStats(this);
   }
 
@@ -180,6 +185,32 @@ export class StatsStore {
       }
       c = this.counter(`ratelimit.service.rate_limit.${sanitizeStatName(domain)}.domain_not_found`);
       this.notFound.set(domain, c);
+    }
+    return c;
+  }
+
+  /**
+   * ratelimit.service.named_limit.<NAME>.over_limit: hits a named limit rejected. Names come from the
+   * config (bounded by its size limits) and, for a request-supplied limit, from request values; so
+   * past maxNamedLimits distinct names (NAMED_LIMITS_STATS_MAX_SERIES) the rest share
+   * ratelimit.service.named_limit_unlisted.over_limit. Undefined when maxNamedLimits is 0 (off).
+   */
+  namedLimitOverLimit(name: string): Counter | undefined {
+    if (this.maxNamedLimits === 0) return undefined;
+    let c = this.namedOver.get(name);
+    if (!c) {
+      if (this.namedOver.size >= this.maxNamedLimits) {
+        return (this.unlistedNamedOver ??= this.counter('ratelimit.service.named_limit_unlisted.over_limit'));
+      }
+      // Control characters too: a request-supplied limit's name carries request values, and a line
+      // break would end the StatsD line.
+      let safe = '';
+      for (const ch of sanitizeStatName(name)) {
+        const code = ch.charCodeAt(0);
+        safe += code < 0x20 || code === 0x7f ? '_' : ch;
+      }
+      c = this.counter(`ratelimit.service.named_limit.${safe}.over_limit`);
+      this.namedOver.set(name, c);
     }
     return c;
   }

@@ -40,6 +40,13 @@ function ruleRegex(stat: string): string {
 export const DEFAULT_MAPPING_YAML = `mappings:
 ${RULE_STATS.map(ruleGlob).join('')}
 ${RULE_STATS.map(ruleRegex).join('')}
+  - match: "ratelimit\\\\.service\\\\.named_limit\\\\.(.+)\\\\.over_limit$"
+    match_type: regex
+    name: "ratelimit_service_named_limit_over_limit"
+    help: "Hits a named limit rejected (answered OVER_LIMIT), by limit name"
+    match_metric_type: counter
+    labels:
+      name: "$1"
   - match: "ratelimit.service.call.should_rate_limit.*"
     name: "ratelimit_service_should_rate_limit_error"
     help: "ShouldRateLimit calls that failed, by err_type (redis_error: the counter store; service_error: anything else)"

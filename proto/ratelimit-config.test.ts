@@ -2,13 +2,10 @@ import t from 'tap';
 import protobuf from 'protobufjs';
 import {
   decodeRateLimitConfig,
-  documentToRateLimitConfig,
   encodeRateLimitConfig,
-  fieldsLostOverXds,
   RATELIMIT_CONFIG_TYPE_URL,
-  rateLimitConfigToDocument,
   type RateLimitConfigInit,
-} from './xds.js';
+} from './ratelimit-config.js';
 
 // The published ratelimit.config.ratelimit.v3 definition, declared by hand from its field numbers
 // and enum values (independent of our .proto file), to prove the two agree on the wire.
@@ -159,143 +156,18 @@ t.test('decode fills proto3 defaults and tolerates unknown enum numbers', async 
   t.throws(() => decodeRateLimitConfig(Uint8Array.from([0x0a, 0x05, 0x61])));
 });
 
-t.test('message to document is the reference conversion in YAML shape', async (t) => {
-  const doc = rateLimitConfigToDocument(decodeRateLimitConfig(encodeRateLimitConfig(sample)));
-  t.same(doc, {
+t.test('a reference decoder (published field numbers only) skips our fields', async (t) => {
+  // It would enforce a sliding window as a fixed one and drop rate_limits, which is why pods announce
+  // the features they enforce.
+  const bytes = encodeRateLimitConfig({
     domain: 'edge',
     descriptors: [
-      { key: 'remote_address', rate_limit: { requests_per_unit: 7, unit: 'week' }, detailed_metric: true },
-      {
-        key: 'path',
-        value: '/api*',
-        descriptors: [
-          {
-            key: 'method',
-            value: 'GET',
-            rate_limit: { requests_per_unit: 1000, unit: 'year', name: 'get', replaces: [{ name: 'old' }] },
-            quota_mode: true,
-          },
-        ],
-        shadow_mode: true,
-      },
-      { key: 'internal', rate_limit: { requests_per_unit: 0, unlimited: true } },
-      { key: 'monthly', rate_limit: { requests_per_unit: 0, unit: 'month' } },
+      { key: 'tenant', rateLimit: { unit: 'MINUTE', requestsPerUnit: 60, algorithm: 'SLIDING_WINDOW' } },
+      { key: 'user', rateLimits: [{ unit: 'SECOND', requestsPerUnit: 5, algorithm: 'TOKEN_BUCKET' }] },
     ],
   });
+  const published = publishedRoot().lookupType('ratelimit.config.ratelimit.v3.RateLimitConfig');
+  const seen = published.toObject(published.decode(bytes)) as { descriptors: Record<string, unknown>[] };
+  t.same(seen.descriptors[0], { key: 'tenant', rate_limit: { unit: 2, requests_per_unit: 60 } });
+  t.same(seen.descriptors[1], { key: 'user' }, 'the reference sees no limit at all on the list form');
 });
-
-t.test('document to message and back is the identity on what the wire carries', async (t) => {
-  const doc = {
-    domain: 'edge',
-    descriptors: [
-      { key: 'a', value: 'b', rate_limit: { unit: 'Second', requests_per_unit: 5 }, shadow_mode: true },
-      { key: 'c', descriptors: [{ key: 'd', rate_limit: { unlimited: true } }] },
-    ],
-  };
-  const msg = documentToRateLimitConfig('file.yaml', doc);
-  t.equal(msg.name, 'file.yaml');
-  const back = rateLimitConfigToDocument(decodeRateLimitConfig(encodeRateLimitConfig(msg)));
-  t.same(back, {
-    domain: 'edge',
-    descriptors: [
-      { key: 'a', value: 'b', rate_limit: { requests_per_unit: 5, unit: 'second' }, shadow_mode: true },
-      { key: 'c', descriptors: [{ key: 'd', rate_limit: { requests_per_unit: 0, unlimited: true } }] },
-    ],
-  });
-  t.throws(
-    () =>
-      documentToRateLimitConfig('f', {
-        domain: 'x',
-        descriptors: [{ key: 'k', rate_limit: { unit: 'fortnight' } }],
-      }),
-    /invalid unit/,
-  );
-  t.same(
-    fieldsLostOverXds({
-      domain: 'd',
-      descriptors: [
-        {
-          key: 'k',
-          share_threshold: true,
-          rate_limit: { unit: 'second', foo: 1 },
-          rate_limits: [{ bar: 2 }],
-        },
-      ],
-    }),
-    ['descriptors[0].rate_limit.foo', 'descriptors[0].rate_limits[0].bar'],
-  );
-});
-
-t.test(
-  'every field of the config model crosses xDS: algorithm, burst, rate_limits, metadata...',
-  async (t) => {
-    const doc = {
-      domain: 'edge',
-      descriptors: [
-        {
-          key: 'tenant',
-          value: 'free-*',
-          share_threshold: true,
-          value_to_metric: true,
-          metadata: { team: 'a', tier: 2, tags: ['x', true], nested: { k: null } },
-          rate_limit: { unit: 'minute', requests_per_unit: 60, algorithm: 'sliding_window' },
-        },
-        {
-          key: 'client',
-          rate_limit: { unit: 'second', requests_per_unit: 10, algorithm: 'token_bucket', burst: 20 },
-        },
-        {
-          key: 'user',
-          rate_limits: [
-            { unit: 'second', requests_per_unit: 5, algorithm: 'token_bucket' },
-            { unit: 'day', requests_per_unit: 1000 },
-          ],
-        },
-      ],
-    };
-    t.same(fieldsLostOverXds(doc), [], 'nothing is lost');
-    const bytes = encodeRateLimitConfig(documentToRateLimitConfig('r', doc));
-    const back = rateLimitConfigToDocument(decodeRateLimitConfig(bytes));
-    t.same(back, {
-      domain: 'edge',
-      descriptors: [
-        {
-          key: 'tenant',
-          value: 'free-*',
-          rate_limit: { requests_per_unit: 60, unit: 'minute', algorithm: 'sliding_window' },
-          value_to_metric: true,
-          share_threshold: true,
-          metadata: { team: 'a', tier: 2, tags: ['x', true], nested: { k: null } },
-        },
-        {
-          key: 'client',
-          rate_limit: { requests_per_unit: 10, unit: 'second', algorithm: 'token_bucket', burst: 20 },
-        },
-        {
-          key: 'user',
-          rate_limits: [
-            { requests_per_unit: 5, unit: 'second', algorithm: 'token_bucket' },
-            { requests_per_unit: 1000, unit: 'day' },
-          ],
-        },
-      ],
-    });
-
-    // A reference decoder (published field numbers only) skips our fields: it would enforce a
-    // sliding window as a fixed one and drop rate_limits, which is why pods announce features.
-    const published = publishedRoot().lookupType('ratelimit.config.ratelimit.v3.RateLimitConfig');
-    const seen = published.toObject(published.decode(bytes)) as { descriptors: Record<string, unknown>[] };
-    t.same(seen.descriptors[2], { key: 'user' }, 'the reference sees no limit at all on the list form');
-
-    // An algorithm number this build does not know is refused by the validator, never a fixed window.
-    const unknown = decodeRateLimitConfig(
-      encodeRateLimitConfig({
-        domain: 'd',
-        descriptors: [{ key: 'k', rateLimit: { unit: 'SECOND', algorithm: 7 as never } }],
-      }),
-    );
-    t.match(rateLimitConfigToDocument(unknown), {
-      descriptors: [{ rate_limit: { algorithm: 'unknown_7' } }],
-    });
-  },
-);

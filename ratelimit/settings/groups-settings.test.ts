@@ -1,0 +1,59 @@
+// The gRPC listener and the Redis counters as one group each (settings.grpc, settings.redis), read from
+// the same variables as before, with their defaults resolved here once: the per-second deployment is
+// present only when REDIS_PERSECOND is on, and a 0 REDIS_TIMEOUT gives a 10 s connect timeout.
+import t from 'tap';
+import { loadSettings } from './index.js';
+
+t.test('GRPC_* fill settings.grpc', async (t) => {
+  t.same(loadSettings({}).grpc, {
+    host: '0.0.0.0',
+    port: 8081,
+    uds: '',
+    maxConnectionAgeMs: 24 * 3_600_000,
+    maxConnectionAgeGraceMs: 3_600_000,
+    maxRecvMsgSize: 4 * 1024 * 1024,
+    maxConcurrentStreams: 1000,
+    maxSessionMemoryMb: 64,
+    maxDecompressedMsgSize: 64 * 1024,
+    tls: { enabled: false, cert: '', key: '', clientCaCert: '', clientSan: '' },
+  });
+  const g = loadSettings({
+    GRPC_HOST: '127.0.0.1',
+    GRPC_PORT: '9000',
+    GRPC_UDS: '/tmp/rl.sock',
+    GRPC_MAX_CONNECTION_AGE: '1m',
+    GRPC_SERVER_USE_TLS: 'true',
+    GRPC_SERVER_TLS_CERT: '/c.pem',
+    GRPC_SERVER_TLS_KEY: '/k.pem',
+    GRPC_CLIENT_TLS_SAN: 'envoy',
+  }).grpc;
+  t.match(g, { host: '127.0.0.1', port: 9000, uds: '/tmp/rl.sock', maxConnectionAgeMs: 60_000 });
+  t.same(g.tls, { enabled: true, cert: '/c.pem', key: '/k.pem', clientCaCert: '', clientSan: 'envoy' });
+  t.throws(() => loadSettings({ GRPC_SERVER_USE_TLS: 'true', GRPC_SERVER_TLS_CERT: '/c.pem' }), {
+    message: /^GRPC_SERVER_TLS_CERT: GRPC_SERVER_USE_TLS=true needs/,
+  });
+});
+
+t.test('REDIS_* fill settings.redis; the per-second deployment only with REDIS_PERSECOND', async (t) => {
+  const off = loadSettings({ REDIS_URL: 'r:6379', REDIS_TIMEOUT: '0', REDIS_PERSECOND_URL: 'p:6379' }).redis;
+  t.match(off.main, { url: 'r:6379', timeoutMs: 0, connectTimeoutMs: 10_000, staleRequestMs: 30_000 });
+  t.equal(off.perSecond, undefined, 'no per-second deployment when REDIS_PERSECOND is off');
+  t.same(off.circuitBreaker, { enabled: true, failureThreshold: 5, probeIntervalMs: 500 });
+  t.equal(off.startupWaitMs, 10_000);
+  t.equal(off.healthCheckActiveConnection, false);
+  const on = loadSettings({ REDIS_PERSECOND: 'true', REDIS_PERSECOND_TIMEOUT: '2s' }).redis;
+  t.match(on.perSecond, {
+    url: '/var/run/nutcracker/ratelimitpersecond.sock',
+    timeoutMs: 2000,
+    connectTimeoutMs: 2000,
+    staleRequestMs: 4000,
+  });
+  t.throws(
+    () => loadSettings({ REDIS_PERSECOND_POOL_SIZE: '0' }),
+    /^REDIS_PERSECOND_POOL_SIZE/,
+    'checked when off',
+  );
+  t.throws(() => loadSettings({ REDIS_CIRCUIT_BREAKER_PROBE_INTERVAL: '5ms' }), {
+    message: /^REDIS_CIRCUIT_BREAKER_PROBE_INTERVAL: must be at least 10ms/,
+  });
+});

@@ -1,0 +1,72 @@
+// What the config parse worker loads. It starts on every reload and must stay small: a file reload
+// loads neither protobufjs nor any gRPC code, and an xDS push loads the RateLimitConfig codec
+// (protobufjs) through proto/'s light entry, still without @grpc/grpc-js or @grpc/proto-loader.
+// The worker is a real worker thread running parse-worker.ts, as the parse pool starts it.
+import t from 'tap';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { Worker } from 'node:worker_threads';
+import { encodeRateLimitConfig } from '../../proto/index.js';
+
+interface Probe {
+  documents: { name: string; domain: string; descriptors: string[] }[];
+  afterFile: string[];
+  afterXds: string[];
+}
+
+// Registers tsx (as the pool's source bootstrap does), loads the worker's module, runs a file parse
+// then an xDS decode the way the worker answers them, and reports the CommonJS modules loaded after
+// each (packages imported from ESM load through the CommonJS loader and land in its cache too).
+function probeWorker(message: Uint8Array): Promise<Probe> {
+  const here = fileURLToPath(import.meta.url);
+  const tsxRoot = dirname(createRequire(import.meta.url).resolve('tsx/package.json'));
+  const api = pathToFileURL(join(tsxRoot, 'dist', 'esm', 'api', 'index.mjs')).href;
+  const code = `
+    import { parentPort, workerData } from 'node:worker_threads';
+    import { createRequire } from 'node:module';
+    const { register } = await import(${JSON.stringify(api)});
+    register();
+    const w = await import(${JSON.stringify(pathToFileURL(join(dirname(here), 'parse-worker.ts')).href)});
+    const loaded = () => Object.keys(createRequire(workerData.base).cache);
+    w.parseAndCheck([{ name: 'a.yaml', yaml: 'domain: f\\ndescriptors:\\n  - key: k\\n' }]);
+    const afterFile = loaded();
+    const documents = await w.decodeAndCheck([workerData.message]);
+    parentPort.postMessage({ documents, afterFile, afterXds: loaded() });
+  `;
+  const worker = new Worker(new URL(`data:text/javascript,${encodeURIComponent(code)}`), {
+    workerData: { base: here, message },
+  });
+  return new Promise<Probe>((resolve, reject) => {
+    worker.once('message', (m: Probe) => {
+      resolve(m);
+      void worker.terminate();
+    });
+    worker.once('error', reject);
+    worker.once('exit', (c) => reject(new Error(`worker exited (${c}) before replying`)));
+  });
+}
+
+const inPackage = (name: string) => (path: string) => path.includes(`/node_modules/${name}/`);
+
+t.test('the parse worker decodes an xDS push without loading gRPC code', async (t) => {
+  const message = encodeRateLimitConfig({
+    name: 'r1',
+    domain: 'edge',
+    descriptors: [{ key: 'k', rateLimit: { unit: 'SECOND', requestsPerUnit: 3 } }],
+  });
+  const probe = await probeWorker(message);
+  t.same(probe.documents, [
+    {
+      name: 'r1',
+      domain: 'edge',
+      descriptors: ['{"key":"k","rate_limit":{"requests_per_unit":3,"unit":"second"}}'],
+    },
+  ]);
+  for (const pkg of ['@grpc/grpc-js', '@grpc/proto-loader']) {
+    t.same(probe.afterXds.filter(inPackage(pkg)), [], `no ${pkg} module after the push`);
+  }
+  t.ok(probe.afterXds.some(inPackage('protobufjs')), 'the push loaded the codec');
+  t.same(probe.afterFile.filter(inPackage('protobufjs')), [], 'a file parse loads no protobufjs');
+  t.same(probe.afterFile.filter(inPackage('@grpc/grpc-js')), [], 'nor any gRPC code');
+});
