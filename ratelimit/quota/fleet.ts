@@ -6,8 +6,8 @@
 //
 // A pod adds a window's value within its first quarter (the tick runs every quarter window), so by the
 // time any pod reads window k-1 (at its first tick of window k) every live pod has added to it.
-// While the store fails, `othersDemand` is undefined for the buckets it could not read, and the allocator
-// gives the pod budget / RLQS_EXPECTED_PODS.
+// While the store fails, and while the last window holds no demand at all (no pod had a sample yet),
+// `othersDemand` is undefined, and the allocator gives the pod budget / RLQS_EXPECTED_PODS.
 import { MAX_OP_HITS, type CounterOp, type CounterStore } from '../counting/index.js';
 
 /** Demand is stored as an integer: requests per second times this. */
@@ -80,7 +80,9 @@ export class FleetDemand {
       for (let i = 0; i < due.length; i++) {
         const f = due[i]!.fleet;
         const total = totals[i] ?? 0;
-        f.othersDemand = Math.max(0, total - f.previousAdded) / DEMAND_SCALE;
+        // An empty window (no pod had a demand sample: the fleet just started) says nothing of the
+        // others; read as 0, every pod would take the whole budget for a window.
+        f.othersDemand = total > 0 ? Math.max(0, total - f.previousAdded) / DEMAND_SCALE : undefined;
       }
       return true;
     } catch {
