@@ -113,12 +113,12 @@ t.test('a share is a token bucket of whole tokens per whole second with a small 
   t.same(budget, { kind: 'rate', perSecond: 1, burst: 0 });
   // Envoy reads fill_interval in whole seconds: never a fraction of one.
   t.same(strategyFor(budget, 33, 33.4).tokenBucket, {
-    maxTokens: 7,
+    maxTokens: 4,
     tokensPerFill: { value: 33 },
     fillInterval: { seconds: 1, nanos: 0 },
   });
   t.same(strategyFor(budget, 1, 1.5).tokenBucket, {
-    maxTokens: 1,
+    maxTokens: 2,
     tokensPerFill: { value: 1 },
     fillInterval: { seconds: 1, nanos: 0 },
   });

@@ -82,29 +82,39 @@ export function divide(total: number, subs: readonly Demand[], out: number[]): v
   for (let i = 0; i < n; i++) out[i] = sum > 0 ? (total * out[i]!) / sum : total / n;
 }
 
-/** A pod's fraction of the budget: its demand now over the others' (last fleet window) plus its own. */
+/**
+ * A pod's fraction of the budget. `othersDemand` and `ownDemand` are the other pods' and this pod's
+ * demand in the last complete fleet window (fleet.ts): read from the same window, every pod's fraction
+ * adds up to exactly 1. A pod that added nothing to that window (its Envoys had no demand then) uses its
+ * demand now instead. Fleet unknown: 1 / `expectedPods`.
+ */
 export function podFraction(
   myDemand: number,
   othersDemand: number | undefined,
   expectedPods: number,
+  ownDemand = 0,
 ): number {
   if (othersDemand === undefined) return 1 / expectedPods;
-  const all = othersDemand + myDemand;
+  const mine = ownDemand > 0 ? ownDemand : myDemand;
+  const all = othersDemand + mine;
   if (all <= 0) return 1 / expectedPods;
-  return myDemand / all;
+  return mine / all;
 }
 
 /** Longest fill interval of an assignment (a share below one request per hour is refilled hourly). */
 const MAX_FILL_SECONDS = 3600;
 
 /**
- * max_tokens of an assignment as a fraction of its tokens per second. Envoy starts every changed token
- * bucket full, so each change hands out max_tokens at once on top of the rate: a fifth of a second's
- * share keeps that gift small, and is still several requests for any share above a few per second (a
- * steady load below the share is never refused for want of tokens; one above it empties the bucket
- * whatever its size).
+ * max_tokens of an assignment: a tenth of its tokens per second, at least MIN_MAX_TOKENS. Envoy starts
+ * every changed token bucket full, so each change hands out max_tokens at once on top of the rate; a
+ * tenth of a second's share keeps that gift small (measured: a fifth overshot the budget by 10-20 % in
+ * the seconds after a shift of demand, while the shares moved). A load above the share empties the
+ * bucket whatever its size; one below it is refused only in bursts larger than max_tokens.
  */
-export const MAX_TOKENS_FRACTION = 0.2;
+export const MAX_TOKENS_FRACTION = 0.1;
+/** With 1, the tokens that accrue between two requests overflow and are lost: 10 tokens per second
+ *  against 15 requests per second admitted 7.5. */
+export const MIN_MAX_TOKENS = 2;
 
 /**
  * Whole tokens per second for each share, summing to floor(sum of shares) (largest remainder). `held`
@@ -150,7 +160,7 @@ export function strategyFor(budget: Budget, tokens: number, share: number): Wire
   if (tokens >= 1) {
     return {
       tokenBucket: {
-        maxTokens: Math.max(1, Math.ceil(tokens * MAX_TOKENS_FRACTION - 1e-9), burstShare),
+        maxTokens: Math.max(MIN_MAX_TOKENS, Math.ceil(tokens * MAX_TOKENS_FRACTION - 1e-9), burstShare),
         tokensPerFill: { value: tokens },
         fillInterval: { seconds: 1, nanos: 0 },
       },

@@ -42,3 +42,26 @@ t.test('a window nobody added demand to says nothing of the others: unknown, not
   t.equal(podFraction(300, 200, 2) + podFraction(200, 300, 2), 1, 'the parts add up to the budget');
   await store.close();
 });
+
+t.test("while demand moves, the pods' parts still add up: both read from the same window", async (t) => {
+  let now = 20_000;
+  const store = new MemoryCounterStore(() => now);
+  const a = new FleetDemand(store, 1000);
+  const b = new FleetDemand(store, 1000);
+  const ba = bucket(300);
+  const bb = bucket(300);
+  await a.exchange([ba], now);
+  await b.exchange([bb], now);
+  // The demand grows on both pods (Envoys arriving): 300 each in window 20, 600 each now.
+  now = 21_000;
+  ba.demand = 600;
+  bb.demand = 600;
+  await a.exchange([ba], now);
+  await b.exchange([bb], now);
+  const fa = podFraction(ba.demand, ba.fleet.othersDemand, 2, ba.fleet.ownDemand);
+  const fb = podFraction(bb.demand, bb.fleet.othersDemand, 2, bb.fleet.ownDemand);
+  // This pod's demand now against the others' of the last window would give 600 / 900 each: 4/3 in all.
+  t.equal(fa + fb, 1, `the parts add up to the budget (${fa.toFixed(3)} + ${fb.toFixed(3)})`);
+  t.equal(fa, 0.5);
+  await store.close();
+});

@@ -282,9 +282,11 @@ export class QuotaServer {
   /**
    * Divides the bucket's budget into whole tokens per second and queues the assignments that must be
    * sent. Envoy starts a changed token bucket full, so a stream's bucket changes only when its whole
-   * tokens moved by more than RLQS_REASSIGN_THRESHOLD_PERCENT, and at most once per reporting interval
-   * (a config change, `force`, and a change of kind go at once); otherwise the bucket last sent is sent
-   * again unchanged when half its time to live has passed (Envoy keeps an identical bucket's tokens).
+   * tokens moved by more than RLQS_REASSIGN_THRESHOLD_PERCENT; a share that grows waits until a reporting
+   * interval has passed since the stream's last change, a share that shrinks goes at once (so the shares
+   * sent add up to the budget or less while they move); a config change (`force`) and a change of kind go
+   * at once. Otherwise the bucket last sent is sent again unchanged when half its time to live has
+   * passed (Envoy keeps an identical bucket's tokens).
    */
   private reallocate(b: Bucket, force: boolean): void {
     const subs = [...b.subs];
@@ -295,7 +297,9 @@ export class QuotaServer {
     }));
     let podShare = 0;
     if (b.budget.kind === 'rate') {
-      podShare = b.budget.perSecond * podFraction(b.localDemand(), b.fleet.othersDemand, this.q.expectedPods);
+      podShare =
+        b.budget.perSecond *
+        podFraction(b.localDemand(), b.fleet.othersDemand, this.q.expectedPods, b.fleet.ownDemand);
     }
     divide(podShare, demands, this.shares);
     this.held.length = subs.length;
@@ -316,7 +320,7 @@ export class QuotaServer {
         sub.sent === undefined ||
         kind !== sub.sentKind ||
         (kind === 'rate' &&
-          now - sub.changedAtMs >= s.intervalMs &&
+          (sub.tokens < sub.sentTokens || now - sub.changedAtMs >= s.intervalMs) &&
           movedBeyond(sub.sentTokens, sub.tokens, this.q.reassignThresholdPercent));
       if (change) {
         sub.sent = strategyFor(b.budget, sub.tokens, sub.share);
