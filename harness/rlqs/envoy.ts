@@ -9,7 +9,8 @@
 //   reported, limited by no_assignment_behavior only.
 // - the first request of a new bucket is decided by no_assignment_behavior (default: allow all) and
 //   reported at once; from then on every bucket is reported every reporting_interval on ONE stream per
-//   filter, the domain in the first message of a stream only.
+//   filter, the domain in the first message of a stream only. time_elapsed is sent with its fractions of a
+//   second (Envoy's current release sends whole seconds, so 0 s for a new bucket's first report).
 // - an assignment is enforced locally: blanket_rule, token_bucket (rate tokens_per_fill per whole seconds
 //   of fill_interval, as Envoy computes it; a new bucket starts full; an unchanged token bucket carries
 //   over), requests_per_time_unit (a window of that unit; Envoy's current release logs such an
