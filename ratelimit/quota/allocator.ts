@@ -35,7 +35,8 @@ export function budgetOf(rule: RateLimitRule | undefined): Budget {
 export interface Demand {
   /** Smoothed requests per second (allowed + denied over time elapsed). */
   readonly demand: number;
-  /** False until the subscriber's second demand sample: one sample may be a partial interval's. */
+  /** False while the subscriber has no demand sample the server trusts (server.ts: its first one, a rate
+   *  over at least a quarter of the reporting interval). */
   readonly established: boolean;
   /** At least one demand sample. */
   readonly sampled: boolean;

@@ -292,7 +292,9 @@ export class QuotaServer {
     const subs = [...b.subs];
     const demands: Demand[] = subs.map(([, sub]) => ({
       demand: sub.demand,
-      established: sub.reports >= 2,
+      // One sample is a rate (over at least a quarter interval): waiting for a second one weighed an
+      // Envoy as the others' average meanwhile, and swung its neighbours' shares as each got its second.
+      established: sub.reports >= 1,
       sampled: sub.reports >= 1,
     }));
     let podShare = 0;
