@@ -49,6 +49,9 @@ export interface BenchOptions {
   node?: string;
   compareNode?: string;
   log: (msg: string) => void;
+  /** RLQS accuracy phase: fleet sizes (`--rlqs-fleets=2,10,50`), pod counts (`--rlqs-pods=1,3`), and
+   *  `--rlqs-divergences`: also our server with simulated Envoys diverging from Envoy on purpose. */
+  rlqs: { fleets: number[]; pods: number[]; divergences: boolean };
 }
 
 /** The value of `--name=value` in argv, if present. */
@@ -105,5 +108,10 @@ export function parseArgs(argv: string[], phaseNames: readonly string[]): BenchO
     node: get('node'),
     compareNode: get('compare-node'),
     log: (m) => process.stderr.write(`[bench] ${m}\n`),
+    rlqs: {
+      fleets: (list(get('rlqs-fleets')) ?? (quick ? ['2', '10'] : ['2', '10', '50'])).map(Number),
+      pods: (list(get('rlqs-pods')) ?? (quick ? ['1'] : ['1', '3'])).map(Number),
+      divergences: argv.includes('--rlqs-divergences'),
+    },
   };
 }

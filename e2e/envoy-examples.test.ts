@@ -35,6 +35,8 @@ import { startRedis } from '../harness/redis/index.js';
 
 const ENVOY_YAML = join(REPO_ROOT, 'examples', 'envoy', 'envoy.yaml');
 const ISTIO_YAML = join(REPO_ROOT, 'examples', 'envoy', 'istio-envoyfilter.yaml');
+const RLQS_YAML = join(REPO_ROOT, 'examples', 'envoy', 'rate-limit-quota.yaml');
+const RLQS_FILTER = 'envoy.extensions.filters.http.rate_limit_quota.v3.RateLimitQuotaFilterConfig';
 
 const protos = new EnvoyProtos();
 
@@ -125,6 +127,47 @@ t.test('examples/envoy/istio-envoyfilter.yaml: every patch value decodes strictl
   t.equal(r.values.length, 2);
   t.ok(anyTypes(r.values).has(RATELIMIT_FILTER), 'the inserted filter is the ratelimit filter');
   t.ok(r.values[1].rate_limits.length >= 4, 'the virtual host patch carries the actions');
+});
+
+t.test('examples/envoy/rate-limit-quota.yaml decodes strictly as an Envoy v3 Bootstrap', async (t) => {
+  const good = readFileSync(RLQS_YAML, 'utf8');
+  const r = decodeEnvoyYaml(good);
+  t.same(r.errors, [], 'no unknown field, bad enum, bad duration or broken validate rule');
+  const types = anyTypes(r.value);
+  for (const ty of [
+    HCM,
+    RLQS_FILTER,
+    'envoy.extensions.filters.http.rate_limit_quota.v3.RateLimitQuotaBucketSettings',
+    'envoy.type.matcher.v3.HttpRequestHeaderMatchInput',
+    ROUTER_FILTER,
+  ])
+    t.ok(types.has(ty), `${ty} is used and was decoded`);
+  const hcm = r.value.static_resources.listeners[0].filter_chains[0].filters[0].typed_config;
+  const f = hcm.http_filters.find((x: Json) => x.typed_config['@type'] === RLQS_FILTER).typed_config;
+  const rl = r.value.static_resources.clusters.find(
+    (c: Json) => c.name === f.rlqs_server.envoy_grpc.cluster_name,
+  );
+  t.ok(rl, 'rlqs_server points at a defined cluster');
+  t.ok(
+    rl.typed_extension_protocol_options['envoy.extensions.upstreams.http.v3.HttpProtocolOptions']
+      .explicit_http_config.http2_protocol_options,
+    'that cluster speaks HTTP/2',
+  );
+  const cases: [string, string, RegExp][] = [
+    ['reporting_interval: 1s', 'reporting_interval: 0.1s', /reporting_interval: .*greater than/],
+    ['reporting_interval: 1s', 'reporting_intervall: 1s', /reporting_intervall: unknown field/],
+    [
+      'reuse_last_assignment: {}',
+      'reuse_last_assignment: {}\n                                fallback_rate_limit: { blanket_rule: DENY_ALL }',
+      /oneof expired_assignment_behavior has/,
+    ],
+    ['code: TooManyRequests', 'code: TooManyRequest', /code: .*not a value/],
+    ['max_tokens: 10', 'max_tokens: 0', /max_tokens: /],
+  ];
+  for (const [from, to, want] of cases) {
+    t.ok(good.includes(from), `the example has ${from}`);
+    t.match(decodeEnvoyYaml(good.replace(from, to)).errors.join('\n'), want, `${from} → ${to} is rejected`);
+  }
 });
 
 t.test('the strict decoder fails on what Envoy would reject', async (t) => {

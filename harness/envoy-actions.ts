@@ -147,6 +147,7 @@ export class EnvoyProtos {
           String(out[f.name] ?? '').length < o['(validate.rules).string.min_len']
         )
           errors.push(`${at}: at least ${o['(validate.rules).string.min_len']} characters`);
+        if (o['(validate.rules).duration.required'] && !(f.name in out)) errors.push(`${at}: required`);
         if (
           o['(validate.rules).repeated.min_items'] &&
           (out[f.name]?.length ?? 0) < o['(validate.rules).repeated.min_items']
@@ -159,6 +160,13 @@ export class EnvoyProtos {
       const lte = o['(validate.rules).uint32.lte'];
       if (lte !== undefined && f.name in out && Number(out[f.name]) > lte)
         errors.push(`${path}.${f.name}: at most ${lte}`);
+      const gt = o['(validate.rules).uint32.gt'];
+      if (gt !== undefined && f.name in out && !(Number(out[f.name]) > gt))
+        errors.push(`${path}.${f.name}: greater than ${gt}`);
+      // Durations (decoded to ms): `gt {seconds, nanos}`, an empty `gt {}` meaning greater than zero.
+      const dgt = durationGt(f);
+      if (dgt !== undefined && f.name in out && !(Number(out[f.name]) > dgt))
+        errors.push(`${path}.${f.name}: a duration greater than ${dgt / 1000}s`);
     }
     return out;
   }
@@ -259,6 +267,16 @@ export class EnvoyProtos {
     const payload = inner ? (rest as { value?: unknown }).value : rest;
     return { '@type': typeName, ...this.message(type, payload, path, errors) };
   }
+}
+
+/** The `(validate.rules).duration.gt` bound of a field in ms, undefined when it has none. */
+function durationGt(f: protobuf.Field): number | undefined {
+  const parsed = (f as protobuf.Field & { parsedOptions?: Record<string, Json>[] }).parsedOptions ?? [];
+  for (const p of parsed) {
+    const gt = p['(validate.rules)']?.duration?.gt;
+    if (gt) return Number(gt.seconds ?? 0) * 1000 + Number(gt.nanos ?? 0) / 1e6;
+  }
+  return undefined;
 }
 
 export interface DecodeResult {
@@ -569,7 +587,8 @@ export function headerMatches(hm: Json, headers: Record<string, string>): boolea
   return hm.invert_match ? !r : r;
 }
 
-function stringMatches(sm: Json, v: string): boolean {
+/** A StringMatcher (envoy.type.matcher.v3 or xds.type.matcher.v3: the same fields) on one value. */
+export function stringMatches(sm: Json, v: string): boolean {
   const ci = sm.ignore_case === true;
   const a = ci ? v.toLowerCase() : v;
   const lc = (s: string) => (ci ? s.toLowerCase() : s);

@@ -9,6 +9,7 @@ import { p99Phase } from './p99.js';
 import type { Phase } from './phase.js';
 export { AUX_CPUS, SERVICE_CPUS, type PhaseContext } from './phase.js';
 import { reloadPhase } from './reload.js';
+import { rlqsAccuracyPhase } from './rlqs-accuracy.js';
 import { rssPhase } from './rss.js';
 import { throughputPhase } from './throughput.js';
 import { xdsReloadPhase } from './xds-reload.js';
@@ -29,6 +30,7 @@ export const PHASES: readonly Phase[] = [
   xdsPhase,
   xdsReloadPhase,
   xdsComparePhase,
+  rlqsAccuracyPhase,
 ];
 
 export const PHASE_NAMES: string[] = PHASES.map((p) => p.name);

@@ -2,6 +2,7 @@
 import t from 'tap';
 import { loadConfig } from '../config/index.js';
 import { BucketMatcher, budgetOf, divide, podFraction, strategyFor } from './index.js';
+import { wholeShares } from './allocator.js';
 
 const config = (yaml: string) => loadConfig([{ name: 'test.yaml', yaml }]);
 
@@ -103,20 +104,44 @@ t.test('shares follow demand, a newcomer weighs the average, every share sums to
   t.equal(podFraction(30, undefined, 4), 0.25, 'fleet unknown: 1 / RLQS_EXPECTED_PODS');
 });
 
-t.test('a share is a token bucket refilled at exactly its rate', async (t) => {
+t.test('a share is a token bucket of whole tokens per whole second with a small max_tokens', async (t) => {
   const budget = budgetOf({
     unlimited: false,
     shadowMode: false,
     limits: [{ algorithm: 'fixed_window', requestsPerUnit: 60, unit: 'MINUTE', unitSeconds: 60, burst: 0 }],
   } as never);
   t.same(budget, { kind: 'rate', perSecond: 1, burst: 0 });
-  t.same(strategyFor(budget, 1.5).tokenBucket, {
-    maxTokens: 2,
-    tokensPerFill: { value: 2 },
-    fillInterval: { seconds: 1, nanos: 333333333 },
+  // Envoy reads fill_interval in whole seconds: never a fraction of one.
+  t.same(strategyFor(budget, 33, 33.4).tokenBucket, {
+    maxTokens: 4,
+    tokensPerFill: { value: 33 },
+    fillInterval: { seconds: 1, nanos: 0 },
   });
-  t.same(strategyFor(budget, 0.25).tokenBucket?.fillInterval, { seconds: 4, nanos: 0 });
-  t.same(strategyFor(budget, 0), { blanketRule: 'DENY_ALL' });
-  t.same(strategyFor({ kind: 'allow' }, 5), { blanketRule: 'ALLOW_ALL' });
+  t.same(strategyFor(budget, 1, 1.5).tokenBucket, {
+    maxTokens: 2,
+    tokensPerFill: { value: 1 },
+    fillInterval: { seconds: 1, nanos: 0 },
+  });
+  t.same(strategyFor(budget, 0, 0.3).tokenBucket, {
+    maxTokens: 1,
+    tokensPerFill: { value: 1 },
+    fillInterval: { seconds: 4, nanos: 0 },
+  });
+  t.same(strategyFor(budget, 0, 0), { blanketRule: 'DENY_ALL' });
+  t.same(strategyFor({ kind: 'allow' }, 5, 5), { blanketRule: 'ALLOW_ALL' });
   t.same(budgetOf(undefined), { kind: 'allow' }, 'no rule: allow all');
+});
+
+t.test('whole shares add up to the total and do not trade the extra token back and forth', async (t) => {
+  const out: number[] = [];
+  wholeShares([33.4, 33.3, 33.3], [-1, -1, -1], out);
+  t.same(out, [34, 33, 33], 'largest remainder: 100 in all, never more');
+  wholeShares([33.3, 33.4, 33.3], [34, 33, 33], out);
+  t.same(out, [34, 33, 33], 'a slightly larger remainder elsewhere does not move the held extra token');
+  wholeShares([33.0, 33.9, 33.1], [34, 33, 33], out);
+  t.same(out, [33, 34, 33], 'a clearly larger one does');
+  wholeShares([0.4, 0.4, 0.2], [-1, -1, -1], out);
+  t.same(out, [1, 0, 0], 'a total of 1 is 1 token in all');
+  wholeShares([250.5, 249.5], [-1, -1], out);
+  t.equal(out[0]! + out[1]!, 500);
 });

@@ -3,7 +3,9 @@
 // - the budget is the rule's rate (requests_per_unit / unit; the lowest of several rate_limits);
 // - a pod's part of it is its Envoys' demand over the fleet's (fleet.ts); its Envoys share that part in
 //   proportion to their smoothed demand, a new subscriber weighing at least the average of the others;
-// - a share becomes a token bucket refilled at exactly the share's rate.
+// - shares are rounded to whole tokens per second that add up to the pod's part (Envoy reads fill
+//   intervals in whole seconds), and a token bucket with a small max_tokens (Envoy starts a changed
+//   bucket full).
 import type { RateLimitRule } from '../config/index.js';
 import type { WireRateLimitStrategy } from '../../proto/index.js';
 
@@ -33,7 +35,8 @@ export function budgetOf(rule: RateLimitRule | undefined): Budget {
 export interface Demand {
   /** Smoothed requests per second (allowed + denied over time elapsed). */
   readonly demand: number;
-  /** False until the subscriber's second demand sample: one sample may be a partial interval's. */
+  /** False while the subscriber has no demand sample the server trusts (server.ts: its first one, a rate
+   *  over at least a quarter of the reporting interval). */
   readonly established: boolean;
   /** At least one demand sample. */
   readonly sampled: boolean;
@@ -80,43 +83,104 @@ export function divide(total: number, subs: readonly Demand[], out: number[]): v
   for (let i = 0; i < n; i++) out[i] = sum > 0 ? (total * out[i]!) / sum : total / n;
 }
 
-/** A pod's fraction of the budget: its demand now over the others' (last fleet window) plus its own. */
+/**
+ * A pod's fraction of the budget. `othersDemand` and `ownDemand` are the other pods' and this pod's
+ * demand in the last complete fleet window (fleet.ts): read from the same window, every pod's fraction
+ * adds up to exactly 1. A pod that added nothing to that window (its Envoys had no demand then) uses its
+ * demand now instead. Fleet unknown: 1 / `expectedPods`.
+ */
 export function podFraction(
   myDemand: number,
   othersDemand: number | undefined,
   expectedPods: number,
+  ownDemand = 0,
 ): number {
   if (othersDemand === undefined) return 1 / expectedPods;
-  const all = othersDemand + myDemand;
+  const mine = ownDemand > 0 ? ownDemand : myDemand;
+  const all = othersDemand + mine;
   if (all <= 0) return 1 / expectedPods;
-  return myDemand / all;
+  return mine / all;
 }
 
 /** Longest fill interval of an assignment (a share below one request per hour is refilled hourly). */
 const MAX_FILL_SECONDS = 3600;
 
 /**
- * The token bucket of a share: tokens_per_fill = ceil(rate) (at least 1), fill_interval = that / rate,
- * so the refill rate is the share exactly; max_tokens is one fill, or the share of the rule's burst for
- * a token_bucket rule when that is larger.
+ * max_tokens of an assignment: a tenth of its tokens per second, at least MIN_MAX_TOKENS. Envoy starts
+ * every changed token bucket full, so each change hands out max_tokens at once on top of the rate; a
+ * tenth of a second's share keeps that gift small (measured: a fifth overshot the budget by 10-20 % in
+ * the seconds after a shift of demand, while the shares moved). A load above the share empties the
+ * bucket whatever its size; one below it is refused only in bursts larger than max_tokens.
  */
-export function strategyFor(budget: Budget, share: number): WireRateLimitStrategy {
+export const MAX_TOKENS_FRACTION = 0.1;
+/** With 1, the tokens that accrue between two requests overflow and are lost: 10 tokens per second
+ *  against 15 requests per second admitted 7.5. */
+export const MIN_MAX_TOKENS = 2;
+
+/**
+ * Whole tokens per second for each share, summing to floor(sum of shares) (largest remainder). `held`
+ * is what each subscriber was last given (-1: nothing): one holding the rounded-up value keeps it unless
+ * another's remainder is larger by more than a half, so near-equal shares do not trade the extra token
+ * back and forth (each trade would be a new bucket in Envoy). Writes into `out`.
+ */
+export function wholeShares(shares: readonly number[], held: readonly number[], out: number[]): void {
+  const n = shares.length;
+  out.length = n;
+  let sum = 0;
+  let floors = 0;
+  for (let i = 0; i < n; i++) {
+    const x = Math.max(0, shares[i]!);
+    sum += x;
+    out[i] = Math.floor(x + 1e-9);
+    floors += out[i]!;
+  }
+  let extra = Math.floor(sum + 1e-6) - floors;
+  if (extra <= 0) return;
+  const order: number[] = [];
+  const rank: number[] = [];
+  for (let i = 0; i < n; i++) {
+    order.push(i);
+    const r = Math.max(0, shares[i]!) - out[i]!;
+    rank.push(r + (held[i] === out[i]! + 1 ? 0.5 : 0));
+  }
+  order.sort((a, b) => rank[b]! - rank[a]! || a - b);
+  for (let j = 0; j < n && extra > 0; j++, extra--) out[order[j]!]!++;
+}
+
+/**
+ * The token bucket of a share given `tokens` whole tokens per second (wholeShares). Envoy reads
+ * fill_interval in whole seconds, so it is always whole: `tokens` every second, or, for a share below
+ * one per second (tokens 0), one token every ceil(1 / share) seconds. max_tokens is MAX_TOKENS_FRACTION
+ * of a second's tokens (at least 1), or the share of the rule's burst for a token_bucket rule when that
+ * is larger. The same `tokens` and share always give the same bucket, which Envoy keeps when resent.
+ */
+export function strategyFor(budget: Budget, tokens: number, share: number): WireRateLimitStrategy {
   if (budget.kind === 'allow') return { blanketRule: 'ALLOW_ALL' };
   if (budget.kind === 'deny' || share <= 0) return { blanketRule: 'DENY_ALL' };
-  const perFill = Math.max(1, Math.ceil(share - 1e-9));
-  const fillSeconds = Math.min(perFill / share, MAX_FILL_SECONDS);
   const burstShare = budget.burst > 0 ? Math.round((budget.burst * share) / budget.perSecond) : 0;
-  const nanos = Math.round(fillSeconds * 1e9);
+  if (tokens >= 1) {
+    return {
+      tokenBucket: {
+        maxTokens: Math.max(MIN_MAX_TOKENS, Math.ceil(tokens * MAX_TOKENS_FRACTION - 1e-9), burstShare),
+        tokensPerFill: { value: tokens },
+        fillInterval: { seconds: 1, nanos: 0 },
+      },
+    };
+  }
+  const seconds = Math.min(MAX_FILL_SECONDS, Math.max(1, Math.ceil(1 / share - 1e-9)));
   return {
     tokenBucket: {
-      maxTokens: Math.max(perFill, burstShare),
-      tokensPerFill: { value: perFill },
-      fillInterval: { seconds: Math.floor(nanos / 1e9), nanos: nanos % 1e9 },
+      maxTokens: Math.max(1, burstShare),
+      tokensPerFill: { value: 1 },
+      fillInterval: { seconds, nanos: 0 },
     },
   };
 }
 
-/** Whether a new share differs from the last one sent by more than `thresholdPercent`. */
+/**
+ * Whether whole tokens per second `next` differ from those sent (`previous`) by more than
+ * `thresholdPercent` of them (any change for a share that had none, or that gets none now).
+ */
 export function movedBeyond(previous: number, next: number, thresholdPercent: number): boolean {
   if (previous === next) return false;
   if (previous <= 0 || next <= 0) return true;

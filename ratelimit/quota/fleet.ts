@@ -1,13 +1,14 @@
 // Fleet-wide demand: with several ratelimit pods, each Envoy talks to one of them, so no pod sees the
 // whole demand of a bucket. Every pod adds its Envoys' demand into a per-window counter in the counter
 // store (the same store, circuit breaker and connection the limiter counts in), once per window, and
-// reads the previous window's total: the others' demand is that total minus what this pod added. Windows
+// reads the previous window's total: the others' demand is that total minus what this pod added, and a
+// pod's part of the budget is what it added over that total (allocator.ts), so the parts add up. Windows
 // are wall-clock (floor(now / window)), so pods agree on them without talking to each other.
 //
 // A pod adds a window's value within its first quarter (the tick runs every quarter window), so by the
 // time any pod reads window k-1 (at its first tick of window k) every live pod has added to it.
-// While the store fails, `othersDemand` is undefined for the buckets it could not read, and the allocator
-// gives the pod budget / RLQS_EXPECTED_PODS.
+// While the store fails, and while the last window holds no demand at all (no pod had a sample yet),
+// `othersDemand` is undefined, and the allocator gives the pod budget / RLQS_EXPECTED_PODS.
 import { MAX_OP_HITS, type CounterOp, type CounterStore } from '../counting/index.js';
 
 /** Demand is stored as an integer: requests per second times this. */
@@ -22,10 +23,12 @@ export interface FleetState {
   previousAdded: number;
   /** Requests per second of the other pods in the last complete window; undefined: unknown. */
   othersDemand: number | undefined;
+  /** Requests per second this pod added to that same window (0: none). */
+  ownDemand: number;
 }
 
 export function newFleetState(): FleetState {
-  return { addedWindow: -1, added: 0, previousAdded: 0, othersDemand: undefined };
+  return { addedWindow: -1, added: 0, previousAdded: 0, othersDemand: undefined, ownDemand: 0 };
 }
 
 export interface FleetBucket {
@@ -80,7 +83,10 @@ export class FleetDemand {
       for (let i = 0; i < due.length; i++) {
         const f = due[i]!.fleet;
         const total = totals[i] ?? 0;
-        f.othersDemand = Math.max(0, total - f.previousAdded) / DEMAND_SCALE;
+        // An empty window (no pod had a demand sample: the fleet just started) says nothing of the
+        // others; read as 0, every pod would take the whole budget for a window.
+        f.othersDemand = total > 0 ? Math.max(0, total - f.previousAdded) / DEMAND_SCALE : undefined;
+        f.ownDemand = f.previousAdded / DEMAND_SCALE;
       }
       return true;
     } catch {

@@ -246,3 +246,28 @@ t.test('two pods on one Redis divide the budget fleet-wide by their Envoys deman
   const sum = assignedRate(a.latest(bucket))! + assignedRate(b.latest(bucket))!;
   t.ok(near(sum, 100, 0.1), `the two pods' shares sum to the budget (${sum})`);
 });
+
+t.test('an Envoy with one full demand sample weighs its demand, not the others average', async (t) => {
+  const app = await pod(t);
+  const hot = stream(t, app);
+  const cold = stream(t, app);
+  const bucket = { tenant: 'skew' };
+  // Both subscribe (a first report without a sample), then report their demand once: 500/s and 50/s.
+  hot.report('rlqs', bucket, 0, 0);
+  cold.report('rlqs', bucket, 0, 0);
+  await eventually(() => !!hot.latest(bucket) && !!cold.latest(bucket), 10_000, 'first assignments');
+  hot.report('', bucket, 500, 1);
+  cold.report('', bucket, 50, 1);
+  // The hot Envoy's second sample arrives before the cold one's: it must not drop to half the budget
+  // because the cold one, with one sample, is weighed as the average of the others.
+  hot.report('', bucket, 500, 1);
+  await eventually(
+    () => (assignedRate(hot.latest(bucket)) ?? 0) >= 85,
+    10_000,
+    'the hot Envoy assigned its part by demand (500 / 550 of 100/s)',
+  );
+  t.ok(
+    assignedRate(cold.latest(bucket))! <= 15,
+    `the cold one about 9/s (${assignedRate(cold.latest(bucket))})`,
+  );
+});

@@ -7,12 +7,25 @@
 // RLQS_IDLE_TIMEOUT are abandoned (AbandonAction) and forgotten.
 import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { RequestBounds, WireBucketAction, WireUsageReports } from '../../proto/index.js';
+import type {
+  RequestBounds,
+  WireBucketAction,
+  WireRateLimitStrategy,
+  WireUsageReports,
+} from '../../proto/index.js';
 import type { RateLimitConfig } from '../config/index.js';
 import type { CounterStore } from '../counting/index.js';
 import type { QuotaSettings } from '../settings/index.js';
 import type { StatsStore } from '../stats/index.js';
-import { budgetOf, divide, movedBeyond, podFraction, strategyFor, type Demand } from './allocator.js';
+import {
+  budgetOf,
+  divide,
+  movedBeyond,
+  podFraction,
+  strategyFor,
+  wholeShares,
+  type Demand,
+} from './allocator.js';
 import { BucketMatcher, bucketKey } from './bucket-match.js';
 import { FleetDemand } from './fleet.js';
 import { Bucket, QuotaStream, type QuotaStreamOut } from './state.js';
@@ -42,6 +55,8 @@ export class QuotaServer {
   private exchanging = false;
   private closing = false;
   private readonly shares: number[] = [];
+  private readonly held: number[] = [];
+  private readonly tokens: number[] = [];
 
   constructor(private readonly opts: QuotaServerOptions) {
     this.q = opts.settings;
@@ -114,10 +129,13 @@ export class QuotaServer {
           demand: 0,
           reports: 0,
           lastReportMs: now,
-          sentShare: -1,
+          sentTokens: -1,
           sentKind: '',
+          sent: undefined,
           sentAtMs: 0,
+          changedAtMs: 0,
           share: 0,
+          tokens: 0,
         };
         b.subs.set(s, sub);
         s.buckets.set(key, b);
@@ -161,7 +179,7 @@ export class QuotaServer {
       const actions: WireBucketAction[] = [];
       for (const b of s.buckets.values()) {
         const sub = b.subs.get(s)!;
-        actions.push(this.assignment(b, sub.share, 0));
+        if (sub.sent) actions.push(this.assignment(b, sub.sent, 0));
       }
       if (actions.length > 0) this.send(s, actions);
       s.out.end('unavailable', 'server shutting down: reconnect');
@@ -183,7 +201,7 @@ export class QuotaServer {
           stream: s.id,
           demand: sub.demand,
           share: sub.share,
-          sent: sub.sentShare,
+          sent: sub.sentTokens,
         })),
       });
     }
@@ -261,50 +279,71 @@ export class QuotaServer {
   /** Pending actions per stream, sent together by flush(). */
   private readonly outbox = new Map<QuotaStream, WireBucketAction[]>();
 
-  /** Divides the bucket's budget and queues the assignments that must be sent. */
+  /**
+   * Divides the bucket's budget into whole tokens per second and queues the assignments that must be
+   * sent. Envoy starts a changed token bucket full, so a stream's bucket changes only when its whole
+   * tokens moved by more than RLQS_REASSIGN_THRESHOLD_PERCENT; a share that grows waits until a reporting
+   * interval has passed since the stream's last change, a share that shrinks goes at once (so the shares
+   * sent add up to the budget or less while they move); a config change (`force`) and a change of kind go
+   * at once. Otherwise the bucket last sent is sent again unchanged when half its time to live has
+   * passed (Envoy keeps an identical bucket's tokens).
+   */
   private reallocate(b: Bucket, force: boolean): void {
     const subs = [...b.subs];
     const demands: Demand[] = subs.map(([, sub]) => ({
       demand: sub.demand,
-      established: sub.reports >= 2,
+      // One sample is a rate (over at least a quarter interval): waiting for a second one weighed an
+      // Envoy as the others' average meanwhile, and swung its neighbours' shares as each got its second.
+      established: sub.reports >= 1,
       sampled: sub.reports >= 1,
     }));
     let podShare = 0;
     if (b.budget.kind === 'rate') {
-      podShare = b.budget.perSecond * podFraction(b.localDemand(), b.fleet.othersDemand, this.q.expectedPods);
+      podShare =
+        b.budget.perSecond *
+        podFraction(b.localDemand(), b.fleet.othersDemand, this.q.expectedPods, b.fleet.ownDemand);
     }
     divide(podShare, demands, this.shares);
+    this.held.length = subs.length;
+    for (let i = 0; i < subs.length; i++) this.held[i] = subs[i]![1].sentTokens;
+    wholeShares(this.shares, this.held, this.tokens);
     const now = this.now();
     let assigned = 0;
     for (let i = 0; i < subs.length; i++) {
       const [s, sub] = subs[i]!;
       sub.share = this.shares[i]!;
+      sub.tokens = this.tokens[i]!;
       assigned += sub.share;
       const kind = b.budget.kind === 'rate' && sub.share <= 0 ? 'deny' : b.budget.kind;
-      const ttlMs = this.q.ttlIntervals * s.intervalMs;
-      const due =
+      // Envoy reads the time to live in whole seconds: rounded up, never to less than asked.
+      const ttlMs = Math.ceil((this.q.ttlIntervals * s.intervalMs) / 1000) * 1000;
+      const change =
         force ||
-        sub.sentShare < 0 ||
+        sub.sent === undefined ||
         kind !== sub.sentKind ||
-        (kind === 'rate' && movedBeyond(sub.sentShare, sub.share, this.q.reassignThresholdPercent)) ||
-        now - sub.sentAtMs >= ttlMs / 2;
-      if (!due) continue;
-      sub.sentShare = sub.share;
-      sub.sentKind = kind;
+        (kind === 'rate' &&
+          (sub.tokens < sub.sentTokens || now - sub.changedAtMs >= s.intervalMs) &&
+          movedBeyond(sub.sentTokens, sub.tokens, this.q.reassignThresholdPercent));
+      if (change) {
+        sub.sent = strategyFor(b.budget, sub.tokens, sub.share);
+        sub.sentTokens = sub.tokens;
+        sub.sentKind = kind;
+        sub.changedAtMs = now;
+      } else if (now - sub.sentAtMs < ttlMs / 2) continue;
       sub.sentAtMs = now;
       let list = this.outbox.get(s);
       if (list === undefined) this.outbox.set(s, (list = []));
-      list.push(this.assignment(b, sub.share, ttlMs));
+      list.push(this.assignment(b, sub.sent!, ttlMs));
     }
     b.assigned = assigned;
   }
 
-  private assignment(b: Bucket, share: number, ttlMs: number): WireBucketAction {
+  private assignment(b: Bucket, strategy: WireRateLimitStrategy, ttlMs: number): WireBucketAction {
     return {
       bucketId: { bucket: b.bucket },
       quotaAssignmentAction: {
         assignmentTimeToLive: { seconds: Math.floor(ttlMs / 1000), nanos: (ttlMs % 1000) * 1e6 },
-        rateLimitStrategy: strategyFor(b.budget, share),
+        rateLimitStrategy: strategy,
       },
     };
   }

@@ -1,7 +1,7 @@
 // The state the quota server keeps: per bucket its rule, budget, fleet view and subscribed streams; per
 // stream its domain, its buckets and its reporting interval. Plain data; server.ts changes it.
 import type { LimitMatch } from '../config/index.js';
-import type { WireQuotaResponse } from '../../proto/index.js';
+import type { WireQuotaResponse, WireRateLimitStrategy } from '../../proto/index.js';
 import type { Budget } from './allocator.js';
 import { newFleetState, type FleetState } from './fleet.js';
 import type { RuleMetrics } from './metrics.js';
@@ -17,12 +17,16 @@ export interface Subscription {
   demand: number;
   reports: number;
   lastReportMs: number;
-  /** Share last sent (requests per second; -1: nothing sent yet), its strategy kind, and when. */
-  sentShare: number;
+  /** Whole tokens per second last sent (-1: nothing sent yet), its strategy kind and the strategy. */
+  sentTokens: number;
   sentKind: string;
+  sent: WireRateLimitStrategy | undefined;
+  /** When an assignment was last sent (a refresh included), and when the sent one last changed. */
   sentAtMs: number;
-  /** Share computed by the last division. */
+  changedAtMs: number;
+  /** Share computed by the last division (requests per second), and its whole tokens per second. */
   share: number;
+  tokens: number;
 }
 
 export class Bucket {
