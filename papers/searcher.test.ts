@@ -95,26 +95,35 @@ t.test(
   },
 );
 
-t.test('a dead worker: waiting and later searches are answered in the server thread', async (t) => {
-  const store = generatedStore(500);
-  const svc = await startApp({ load: async () => store });
-  t.teardown(svc.close);
-  await ready(svc.url);
-  await until(() => store.searcher.inWorker, 'the worker');
-  const q = store.papers[3].specter_embedding;
-  const want = store.index.specter.nD.search(q, 5);
-  const pending = store.search('specter', 'nD', q, 5);
-  // Kill it with the query in flight.
-  void (store.searcher as unknown as { worker: { terminate(): Promise<number> } }).worker.terminate();
-  t.same(await pending, want, 'the query in flight is answered');
-  await until(() => !store.searcher.inWorker, 'the fallback');
-  const r = await post(`${svc.url}/getSimilarPapersByAbstract`, {
-    input_data: { title: 'Generated paper 3', abstract: 'generated' },
-    limit: 3,
-  });
-  t.equal(r.status, 200, 'the service still answers');
-  t.ok(store.searcher.counts.thread >= 1, 'in the server thread');
-});
+t.test(
+  'a dead worker: waiting and later searches are answered in the server thread, then it is started again',
+  async (t) => {
+    const store = generatedStore(500);
+    const svc = await startApp({ load: async () => store });
+    t.teardown(svc.close);
+    await ready(svc.url);
+    await until(() => store.searcher.inWorker, 'the worker');
+    const q = store.papers[3].specter_embedding;
+    const want = store.index.specter.nD.search(q, 5);
+    const pending = store.search('specter', 'nD', q, 5);
+    // Kill it with the query in flight.
+    void (store.searcher as unknown as { worker: { terminate(): Promise<number> } }).worker.terminate();
+    t.same(await pending, want, 'the query in flight is answered');
+    await until(() => !store.searcher.inWorker, 'the fallback');
+    const r = await post(`${svc.url}/getSimilarPapersByAbstract`, {
+      input_data: { title: 'Generated paper 3', abstract: 'generated' },
+      limit: 3,
+    });
+    t.equal(r.status, 200, 'the service still answers');
+    t.ok(store.searcher.counts.thread >= 1, 'in the server thread');
+    // Started again after RESTART_MIN_MS: later searches go to the new worker.
+    await until(() => store.searcher.inWorker, 'the restarted worker');
+    t.ok(store.searcher.counts.restarts >= 1, 'restarted');
+    const before = store.searcher.counts.worker;
+    t.same(await store.search('specter', 'nD', q, 5), want, 'the restarted worker answers alike');
+    t.equal(store.searcher.counts.worker, before + 1, 'in the worker');
+  },
+);
 
 t.test('more searches waiting than allowed: 503, other routes unaffected', async (t) => {
   const store = generatedStore(200);

@@ -1,7 +1,8 @@
 // Searches off the HTTP server's event loop: one worker thread holds the indexes (the float32 rows are shared,
 // not copied; the worker builds the int8 first pass for the nD ones) and answers queries one at a time, so a
 // burst of similarity queries never stalls /health or other requests. If the worker cannot start or dies, the
-// searches run in the server thread (the full scan: same answers, slower) and the failure is logged.
+// searches run in the server thread (the full scan: same answers, slower), the failure is logged, and the worker
+// is started again after RESTART_MIN_MS, doubling up to RESTART_MAX_MS while it keeps failing.
 import { Worker } from 'node:worker_threads';
 import { fileURLToPath } from 'node:url';
 import type { ExactIndex, Hit, Metric } from './knn.js';
@@ -44,8 +45,16 @@ const WORKER_URL = new URL(
   import.meta.url,
 );
 
+/** Delay before starting a failed or dead worker again; doubles per failure up to the maximum. */
+export const RESTART_MIN_MS = 1000;
+export const RESTART_MAX_MS = 30_000;
+
 export class Searcher {
   private worker?: Worker;
+  private log?: Log;
+  private closed = false;
+  private restartTimer?: NodeJS.Timeout;
+  private restartDelayMs = RESTART_MIN_MS;
   private onMessage = (_m: SearchReply) => {};
   private onError = (_e: Error) => {};
   private onExit = (_code: number) => {};
@@ -55,7 +64,7 @@ export class Searcher {
     { resolve: (h: Hit[]) => void; reject: (e: Error) => void; request: SearchRequest }
   >();
   /** Queries answered by the worker and in this thread (for tests and the benchmark). */
-  readonly counts = { worker: 0, thread: 0 };
+  readonly counts = { worker: 0, thread: 0, restarts: 0 };
 
   constructor(
     private readonly indexes: Map<string, ExactIndex>,
@@ -65,6 +74,12 @@ export class Searcher {
 
   /** Starts the worker and waits until it has built its indexes; without it, searches run in this thread. */
   async start(log?: Log): Promise<void> {
+    this.log = log;
+    await this.launch();
+  }
+
+  private async launch(): Promise<void> {
+    const log = this.log;
     const specs: IndexSpec[] = [...this.indexes].map(([name, x]) => ({
       name,
       data: x.data,
@@ -91,6 +106,11 @@ export class Searcher {
         };
         worker.on('message', onMessage).on('error', done).on('exit', onExit);
       });
+      if (this.closed) {
+        await worker.terminate();
+        return;
+      }
+      this.restartDelayMs = RESTART_MIN_MS;
       this.onMessage = (m: SearchReply) => this.answer(m);
       this.onError = (e: Error) => this.fail(e, log);
       this.onExit = (code: number) => this.fail(new Error(`search worker exited with code ${code}`), log);
@@ -99,7 +119,20 @@ export class Searcher {
       log?.info({ ms: Math.round(performance.now() - t0) }, 'search worker ready');
     } catch (e) {
       log?.error({ err: e }, 'search worker failed to start; searching in the server thread');
+      this.scheduleRestart();
     }
+  }
+
+  private scheduleRestart(): void {
+    if (this.closed || this.restartTimer) return;
+    const delay = this.restartDelayMs;
+    this.restartDelayMs = Math.min(delay * 2, RESTART_MAX_MS);
+    this.restartTimer = setTimeout(() => {
+      this.restartTimer = undefined;
+      this.counts.restarts++;
+      void this.launch();
+    }, delay);
+    this.restartTimer.unref();
   }
 
   get inWorker(): boolean {
@@ -149,6 +182,7 @@ export class Searcher {
     for (const { resolve, reject, request } of waiting) {
       this.search(request.name, request.query, request.k, request.exclude).then(resolve, reject);
     }
+    this.scheduleRestart();
   }
 
   private detach(w: Worker): void {
@@ -156,6 +190,9 @@ export class Searcher {
   }
 
   async close(): Promise<void> {
+    this.closed = true;
+    clearTimeout(this.restartTimer);
+    this.restartTimer = undefined;
     const w = this.worker;
     this.worker = undefined;
     if (w) {
