@@ -25,6 +25,7 @@ import {
 import {
   freePort,
   LOOPBACK,
+  quietListenEnv,
   makeTempDir,
   removeTempDir,
   ServerProcess,
@@ -479,14 +480,7 @@ t.test('requests through the emulated filter, decided by the real service on exa
       RUNTIME_ROOT: root,
       RUNTIME_SUBDIRECTORY: 'ratelimit',
       RUNTIME_WATCH_ROOT: 'false',
-      USE_STATSD: 'false',
-      LOG_LEVEL: 'warn',
-      HOST: LOOPBACK,
-      PORT: String(httpPort),
-      GRPC_HOST: LOOPBACK,
-      GRPC_PORT: String(grpcPort),
-      DEBUG_HOST: LOOPBACK,
-      DEBUG_PORT: String(debugPort),
+      ...quietListenEnv(grpcPort, httpPort, debugPort),
     },
   });
   t.teardown(() => proc.stop());

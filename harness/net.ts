@@ -10,6 +10,24 @@ import { join } from 'node:path';
 
 export const LOOPBACK = '127.0.0.1';
 
+/** Our service's three listeners (HTTP, gRPC, debug) on loopback at the given ports. */
+export function loopbackListenEnv(grpcPort: number, httpPort: number, debugPort: number): NodeJS.ProcessEnv {
+  return {
+    HOST: LOOPBACK,
+    PORT: String(httpPort),
+    GRPC_HOST: LOOPBACK,
+    GRPC_PORT: String(grpcPort),
+    DEBUG_HOST: LOOPBACK,
+    DEBUG_PORT: String(debugPort),
+  };
+}
+
+/** The listeners on loopback, statistics off and warnings only: what a service started by a benchmark or a
+ *  test that does not read its log sets. */
+export function quietListenEnv(grpcPort: number, httpPort: number, debugPort: number): NodeJS.ProcessEnv {
+  return { USE_STATSD: 'false', LOG_LEVEL: 'warn', ...loopbackListenEnv(grpcPort, httpPort, debugPort) };
+}
+
 // ---------------------------------------------------------------------------------------------
 // Ports
 

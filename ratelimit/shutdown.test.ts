@@ -10,7 +10,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SHOULD_RATE_LIMIT_PATH } from '../proto/index.js';
 import { builtBin } from '../harness/dist.js';
-import { freePort, freePorts, LOOPBACK, ServerProcess } from '../harness/net.js';
+import { freePort, freePorts, LOOPBACK, loopbackListenEnv, ServerProcess } from '../harness/net.js';
 import { respCommand, startRedis } from '../harness/redis/index.js';
 import { request, RlsClient } from '../harness/system.js';
 import { SHUTDOWN_EXIT_SLACK_MS } from './app.js';
@@ -101,12 +101,7 @@ t.test(
       cwd: repo,
       env: {
         PATH: process.env.PATH,
-        HOST: LOOPBACK,
-        PORT: String(httpPort),
-        GRPC_HOST: LOOPBACK,
-        GRPC_PORT: String(grpcPort),
-        DEBUG_HOST: LOOPBACK,
-        DEBUG_PORT: String(debugPort),
+        ...loopbackListenEnv(grpcPort, httpPort, debugPort),
         BACKEND_TYPE: 'redis',
         REDIS_SOCKET_TYPE: 'tcp',
         REDIS_URL: redis.url,

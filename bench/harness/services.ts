@@ -8,7 +8,8 @@ import { rateLimitServiceDefinition } from '../../proto/index.js';
 import type { WireRateLimitRequest, WireRateLimitResponse } from '../../proto/index.js';
 import { builtBin } from '../../harness/dist.js';
 import { resolveReferenceRatelimit } from '../../harness/kube.js';
-import { freePort, LOOPBACK, ServerProcess, waitForPort } from '../../harness/net.js';
+import { freePort, LOOPBACK, quietListenEnv, ServerProcess, waitForPort } from '../../harness/net.js';
+export { quietListenEnv };
 import { redisInfo, respCommand, startRedis, type RedisServer } from '../../harness/redis/index.js';
 import type { BenchRequest } from '../load/frames.js';
 
@@ -141,20 +142,6 @@ export interface ServiceOptions {
   node?: string;
   /** Name of the log file (`<logName>.log` in logDir); default the kind. */
   logName?: string;
-}
-
-/** Our service's listeners on loopback, statistics off and warnings only: what every bench service sets. */
-export function quietListenEnv(grpcPort: number, httpPort: number, debugPort: number): NodeJS.ProcessEnv {
-  return {
-    USE_STATSD: 'false',
-    LOG_LEVEL: 'warn',
-    HOST: LOOPBACK,
-    PORT: String(httpPort),
-    GRPC_HOST: LOOPBACK,
-    GRPC_PORT: String(grpcPort),
-    DEBUG_HOST: LOOPBACK,
-    DEBUG_PORT: String(debugPort),
-  };
 }
 
 export class BenchService {

@@ -14,6 +14,7 @@ import { builtBin } from '../../harness/dist.js';
 import {
   freePort,
   LOOPBACK,
+  loopbackListenEnv,
   makeTempDir,
   removeTempDir,
   ServerProcess,
@@ -62,12 +63,7 @@ const server = new ServerProcess('ratelimit', process.execPath, [bin], {
   logPath: join(root, 'ratelimit.log'),
   env: {
     ...process.env,
-    HOST: LOOPBACK,
-    PORT: String(httpPort),
-    GRPC_HOST: LOOPBACK,
-    GRPC_PORT: String(grpcPort),
-    DEBUG_HOST: LOOPBACK,
-    DEBUG_PORT: String(debugPort),
+    ...loopbackListenEnv(grpcPort, httpPort, debugPort),
     RUNTIME_ROOT: root,
     RUNTIME_APPDIRECTORY: 'config',
     RUNTIME_WATCH_ROOT: 'false',

@@ -12,9 +12,8 @@ import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import type { WireRateLimitRequest, WireRateLimitResponse } from '../../proto/index.js';
 import { builtBin, importBuilt, REPO_ROOT } from '../../harness/dist.js';
-import { freePort, LOOPBACK, ServerProcess, waitForPort } from '../../harness/net.js';
+import { freePort, LOOPBACK, quietListenEnv, ServerProcess, waitForPort } from '../../harness/net.js';
 import { longestStall } from '../harness/loop-probe.js';
-import { quietListenEnv } from '../harness/services.js';
 import { cfg10kYaml } from '../../harness/fixtures.js';
 
 export interface XdsReloadOptions {

@@ -4,7 +4,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { builtBin, REPO_ROOT } from '../dist.js';
-import { freePort, LOOPBACK, ServerProcess, waitForPort } from '../net.js';
+import { freePort, LOOPBACK, quietListenEnv, ServerProcess, waitForPort } from '../net.js';
 
 export interface Pods {
   grpcPorts: number[];
@@ -40,14 +40,7 @@ export async function startPods(opts: {
           RUNTIME_ROOT: opts.root,
           RUNTIME_SUBDIRECTORY: 'ratelimit',
           RUNTIME_WATCH_ROOT: 'false',
-          USE_STATSD: 'false',
-          LOG_LEVEL: 'warn',
-          HOST: LOOPBACK,
-          PORT: String(httpPort),
-          GRPC_HOST: LOOPBACK,
-          GRPC_PORT: String(grpcPort),
-          DEBUG_HOST: LOOPBACK,
-          DEBUG_PORT: String(debugPort),
+          ...quietListenEnv(grpcPort, httpPort, debugPort),
           ...opts.env,
         },
       });
