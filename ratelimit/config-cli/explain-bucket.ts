@@ -1,8 +1,9 @@
 // explain --bucket: a rate limit quota BucketId (an unordered map) explained as the descriptor the quota
 // server matches it as (its pairs in the tree's order, ratelimit/quota/bucket-match.ts), and, with
 // --rlqs-url, the assignments a running pod currently holds for it (its debug server's /rlqs).
-import type { DescriptorEntry, RateLimitConfig } from '../config/index.js';
+import { ConfigError, type DescriptorEntry, type RateLimitConfig } from '../config/index.js';
 import { BucketMatcher } from '../quota/index.js';
+import { compileSet, type ConfigSet, type Problem } from './config-set.js';
 
 /** `k=v,k=v` as a BucketId map; a repeated key is a usage error (a map has each key once). */
 export function parseBucket(text: string): Record<string, string> {
@@ -35,6 +36,35 @@ export function readBuckets(
     const order = matcher.orderOf(domain, Object.keys(bucket));
     return { bucket, descriptor: order?.map((key) => ({ key, value: bucket[key]! })) };
   });
+}
+
+/**
+ * validate: each domain a quota server would refuse (two rule paths with the same keys in different
+ * orders), as a problem at the domain's first descriptor. The set must be free of errors.
+ */
+export function bucketProblems(set: ConfigSet, severity: Problem['severity']): Problem[] {
+  const out: Problem[] = [];
+  for (const d of set.domains.values()) {
+    try {
+      new BucketMatcher(compileSet({ ...set, domains: new Map([[d.domain, d]]) }));
+    } catch (err) {
+      if (!(err instanceof ConfigError)) throw err;
+      const origin = d.origins[0];
+      if (!origin) continue;
+      const message =
+        `domain ${d.domain}: ${err.detail}` +
+        (severity === 'error' ? '' : ' (a service with RLQS_ENABLED=true refuses this config)');
+      out.push({
+        severity,
+        file: origin.source.file,
+        document: origin.source.index,
+        field: origin.field,
+        message,
+        ...origin.source.locate(origin.field),
+      });
+    }
+  }
+  return out;
 }
 
 export function showBucket(b: Readonly<Record<string, string>>): string {

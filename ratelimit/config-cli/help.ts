@@ -39,6 +39,8 @@ options:
   --format text|json|annotations|github   how problems are printed (default text)
   --merge-domain-config                    plain files may share a domain (MERGE_DOMAIN_CONFIG)
   --namespace NS                           namespace of manifests without one (default "default")
+  --rlqs                                   a domain ambiguous for rate limit quota buckets is an error
+                                           (default: a warning; a service with RLQS_ENABLED=true refuses it)
 
 examples:
   ratelimit-config validate examples/config examples/crds

@@ -20,6 +20,7 @@ import {
   type LiveSubscriber,
   parseBucket,
   readBuckets,
+  bucketProblems,
 } from './explain-bucket.js';
 import { COMMAND_HELP, COMMANDS, packageVersion, suggest, USAGE, type Command } from './help.js';
 import { expandPaths, readSources, RLC_KIND } from './sources.js';
@@ -51,6 +52,7 @@ const COMMON = {
 } as const;
 
 const CONVERT_OPTIONS = { ...COMMON, out: { type: 'string' } } as const;
+const VALIDATE_OPTIONS = { ...COMMON, rlqs: { type: 'boolean' } } as const;
 
 const ENVOY_OPTIONS = {
   ...COMMON,
@@ -97,7 +99,7 @@ function requireValid(set: ConfigSet, what: string, io: Io): boolean {
 }
 
 function validate(args: string[], io: Io): number {
-  const { values, positionals } = parseArgs({ args, options: COMMON, allowPositionals: true });
+  const { values, positionals } = parseArgs({ args, options: VALIDATE_OPTIONS, allowPositionals: true });
   const format = values.format ?? 'text';
   if (!['text', 'json', 'annotations', 'github'].includes(format))
     throw new UsageError(`unknown --format ${format}`);
@@ -106,14 +108,21 @@ function validate(args: string[], io: Io): number {
     io.err(`ratelimit-config validate: no YAML file (*.yaml, *.yml) in ${positionals.join(', ')}\n`);
     return 1;
   }
-  const set = loadSet(positionals, values, io);
-  if (set.documents === set.skipped) {
+  const loaded = loadSet(positionals, values, io);
+  if (loaded.documents === loaded.skipped) {
     io.err(
       `ratelimit-config validate: no ratelimit config or ${RLC_KIND} in ${positionals.join(', ')}` +
-        ` (${set.documents} document(s), all empty or of other kinds)\n`,
+        ` (${loaded.documents} document(s), all empty or of other kinds)\n`,
     );
     return 1;
   }
+  // Rate limit quota buckets: a warning by default (only a service with RLQS on refuses it), an error with --rlqs.
+  const set = hasErrors(loaded)
+    ? loaded
+    : {
+        ...loaded,
+        problems: [...loaded.problems, ...bucketProblems(loaded, values.rlqs ? 'error' : 'warning')],
+      };
   const errors = set.problems.filter((p) => p.severity === 'error').length;
   const warnings = set.problems.length - errors;
   if (format === 'json') {
@@ -516,7 +525,7 @@ function redisCause(err: unknown): string {
 }
 
 const OPTIONS: Readonly<Record<Command, object>> = {
-  validate: COMMON,
+  validate: VALIDATE_OPTIONS,
   convert: CONVERT_OPTIONS,
   envoy: ENVOY_OPTIONS,
   explain: REQUEST,

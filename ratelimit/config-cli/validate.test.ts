@@ -373,3 +373,48 @@ t.test(
     for (const f of top) t.ok(INVALID[f], f);
   },
 );
+
+t.test(
+  'a domain ambiguous for rate limit quota buckets: a warning naming both paths, an error with --rlqs',
+  async (t) => {
+    const tmp = tempFiles({
+      'amb.yaml': `domain: amb
+descriptors:
+  - key: a
+    descriptors:
+      - key: b
+        rate_limit: { unit: minute, requests_per_unit: 3 }
+  - key: b
+    descriptors:
+      - key: a
+        rate_limit: { unit: minute, requests_per_unit: 5 }
+`,
+      'fine.yaml': `domain: fine
+descriptors:
+  - key: a
+    descriptors:
+      - key: b
+        rate_limit: { unit: minute, requests_per_unit: 3 }
+`,
+    });
+    t.teardown(() => tmp.remove());
+    const plain = await runInProcess(['validate', '--format', 'json', tmp.dir]);
+    t.equal(plain.code, 0, 'valid for the service without RLQS');
+    const out = JSON.parse(plain.stdout) as { problems: JsonProblem[] };
+    t.same(
+      out.problems.map((p) => `${p.severity} ${p.file.endsWith('amb.yaml')} ${p.field} ${p.line}`),
+      ['warning true descriptors[0] 3'],
+    );
+    t.match(
+      out.problems[0]!.message,
+      /domain amb: ambiguous for rate limit quota buckets: the paths a -> b and b -> a/,
+    );
+    t.match(out.problems[0]!.message, /RLQS_ENABLED=true refuses/);
+    const strict = await runInProcess(['validate', '--rlqs', tmp.dir]);
+    t.equal(strict.code, 1, 'an error with --rlqs');
+    t.match(strict.stdout, /invalid: 1 error\(s\)/);
+    const fine = await runInProcess(['validate', '--rlqs', tmp.path('fine.yaml')]);
+    t.equal(fine.code, 0, fine.stdout);
+    t.match(fine.stdout, /valid: 0 error\(s\), 0 warning\(s\)/);
+  },
+);
