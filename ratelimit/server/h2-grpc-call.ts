@@ -5,7 +5,7 @@
 // Hot path: one IncomingCall object per call holds the call's state and is the handler's CallContext; the
 // stream's listeners are module-level functions that find it on the stream (no closures per call), and
 // the respond options and header objects are constants (node:http2 copies them).
-import type http2 from 'node:http2';
+import { constants as h2constants, type default as http2 } from 'node:http2';
 import type { TLSSocket } from 'node:tls';
 import { createGunzip, createInflate, type Gunzip, type Inflate } from 'node:zlib';
 
@@ -111,6 +111,24 @@ export function frameMessage(msg: Uint8Array): Buffer {
   out.writeUInt32BE(msg.length, 1);
   out.set(msg, 5);
   return out;
+}
+
+/** How long a release waits for the response's last frame to leave before resetting anyway (ms). */
+const RELEASE_WAIT_MS = 10_000;
+
+/**
+ * A streaming call whose response is complete while the client has not half-closed: once the frame that
+ * ends the response has been sent (nghttp2 puts a reset ahead of queued frames), RST_STREAM with NO_ERROR
+ * (HTTP/2 lets a server stop a request it has answered; grpc-go does the same), so the stream is freed
+ * now, not whenever the client ends its side.
+ */
+function releaseIfClientOpen(stream: http2.ServerHttp2Stream, waitedMs = 0): void {
+  if (stream.destroyed || stream.closed || stream.readableEnded) return;
+  if (stream.state.localClose === 1 || waitedMs >= RELEASE_WAIT_MS) {
+    stream.close(h2constants.NGHTTP2_NO_ERROR);
+    return;
+  }
+  setTimeout(releaseIfClientOpen, 10, stream, waitedMs + 10).unref();
 }
 
 /** A response with only headers: the status (and message) in them, no body, the stream ended. */
@@ -357,16 +375,18 @@ function serverStream(
       ended = true;
       if (!headersSent) {
         trailersOnly(stream, code, msg);
+        releaseIfClientOpen(stream);
         finish();
         return;
       }
-      stream.once('wantTrailers', () =>
+      stream.once('wantTrailers', () => {
         stream.sendTrailers(
           code === Status.OK
             ? OK_TRAILERS
             : { 'grpc-status': String(code), 'grpc-message': percentEncode(msg) },
-        ),
-      );
+        );
+        releaseIfClientOpen(stream);
+      });
       stream.end();
       finish();
     },
