@@ -47,12 +47,15 @@ t.test('a delta pod is reported at the snapshot version it ACKed, and its NACK b
     },
   });
   t.teardown(() => client.close());
+  const pushed: number[] = [];
+  client.on('response', (r) => pushed.push(r.resources));
   const first = once(client, 'ack');
   client.start();
   await first;
   const report = () => server.streams().map((s) => toPodState(reportStream(s), 'replica-0'));
   await until(() => report()[0]?.ackedVersion === v1, 'the pod at v1');
   t.equal(report().length, 1);
+  t.equal(server.streams()[0].protocol, 'delta', 'the pod speaks delta');
   t.match(report()[0].pod, /^delta-pod \(.* via replica-0\)$/);
   t.equal(report()[0].lastNack, undefined);
 
@@ -61,6 +64,7 @@ t.test('a delta pod is reported at the snapshot version it ACKed, and its NACK b
     .setDefaultSnapshot([resourceFromDocument('a', doc('a', 1)), resourceFromDocument('b', doc('b', 5))])
     .resourceSet(RATELIMIT_CONFIG_TYPE_URL).version;
   await until(() => report()[0]?.ackedVersion === v2, 'the pod at v2');
+  t.same(pushed, [2, 1], 'the whole set, then the one changed resource');
 
   // A resource the pod refuses: reported as its NACK of v3, still running v2.
   const v3 = cache
