@@ -285,3 +285,34 @@ t.test('bounds: too many or too long names end that stream only, naming the boun
   await until(() => server.streams().length === 1, 'the refused streams to close');
   t.equal(server.streams()[0].nodeId, 'good', 'the other stream is untouched');
 });
+
+t.test(
+  'a push to many delta streams encodes the changed resource once and assembles one response',
+  async (t) => {
+    const { server, cache, address } = await startServer(t);
+    const resources = many(50, (i) => i + 1);
+    cache.setDefaultSnapshot(resources);
+    const streams = Array.from({ length: 10 }, (_, i) => openRawDeltaStream(address, `pod-${i}`));
+    for (const s of streams) t.teardown(() => s.close());
+    for (const s of streams) s.send({});
+    const first = await Promise.all(streams.map((s) => s.next(30_000)));
+    t.equal(new Set(first.map((r) => r.nonce)).size, 1, 'the same first response to every new stream');
+    for (const [i, r] of first.entries()) streams[i].send({ responseNonce: r.nonce });
+    const v1 = first[0].systemVersionInfo;
+    await until(() => streams.every((_, i) => acked(server, `pod-${i}`) === v1), 'every ACK', 30_000);
+
+    const before = server.deltaResourcesEncoded;
+    resources[7] = cfg('d007', 700);
+    cache.setDefaultSnapshot(resources);
+    const second = await Promise.all(streams.map((s) => s.next(30_000)));
+    t.equal(server.deltaResourcesEncoded - before, 1, 'only the changed resource is encoded');
+    for (const r of second) {
+      t.same(
+        r.resources?.map((x) => [x.name, rpu(x.resource?.value)]),
+        [['d007', 700]],
+      );
+    }
+    t.equal(new Set(second.map((r) => r.nonce)).size, 1, 'one assembled response, the same bytes to all');
+    t.not(second[0].nonce, first[0].nonce, 'a new nonce for the new response');
+  },
+);

@@ -5,12 +5,17 @@
 // equal on replicas with equal content) and is encoded once, as the bytes of one `resources` entry of a
 // DeltaDiscoveryResponse; a stream's response is those entries copied into one buffer. The usual push
 // (every pod ACKed the previous snapshot, a new one arrives) is the same diff for every pod, so it is
-// assembled once and only the nonce is added per stream.
+// assembled once, nonce included, and the same bytes go to each of those pods, as a SotW response does:
+// the nonce is per assembled response. It is unique on each stream all the same: a shared response
+// goes from one view of a snapshot (or from nothing) to another, a stream is only ever moved forward
+// (a view's state comes back only with that very snapshot object, and a NACKed version is never resent),
+// so no stream is sent one twice. Responses a single stream needs (a reconnect with its own
+// initial_resource_versions, explicit subscriptions) get a nonce of their own.
 //
 // DeltaDiscoveryResponse (envoy.service.discovery.v3): system_version_info = 1, resources = 2
 // (Resource: version = 1, resource = 2 (Any: type_url = 1, value = 2), name = 3), type_url = 4,
 // nonce = 5, removed_resources = 6, control_plane = 7 (ControlPlane: identifier = 1). Fields may come
-// in any order, so the nonce goes last, after the shared part.
+// in any order, so the nonce goes last, after the rest.
 import { createHash } from 'node:crypto';
 import { varintSize } from '../proto/index.js';
 import type { Resource, ResourceSet } from './cache.js';
@@ -105,6 +110,10 @@ export interface DeltaBody {
   readonly removed: readonly string[];
   /** The names of the resources sent. */
   readonly names: readonly string[];
+  /** Sent as is to every stream that starts where it starts (see wildcardBody). */
+  readonly shared: boolean;
+  /** A shared body's response, nonce included, once sealed. */
+  sealed?: { readonly nonce: string; readonly bytes: Buffer };
 }
 
 /** What a client has before anything is sent: the shared starting point of new wildcard streams. */
@@ -161,8 +170,9 @@ export class DeltaEncoder {
     const removed: string[] = [];
     for (const name of known.keys()) if (!to.byName.has(name)) removed.push(name);
     removed.sort();
-    const body = this.body(to.set, added, removed);
-    if (known === NOTHING || this.shared.has(known)) this.diffs.set(known, { to, body });
+    const shared = known === NOTHING || this.shared.has(known);
+    const body = this.body(to.set, added, removed, shared);
+    if (shared) this.diffs.set(known, { to, body });
     return body;
   }
 
@@ -185,19 +195,31 @@ export class DeltaEncoder {
         if (known.get(name) !== e.version) added.push(e);
       } else if (known.has(name)) removed.push(name);
     }
-    return { body: this.body(to.set, added, removed), after };
+    return { body: this.body(to.set, added, removed, false), after };
   }
 
-  /** The response with its nonce: the shared body and the nonce field, in one buffer. */
-  static withNonce(body: DeltaBody, nonce: string): Buffer {
+  /**
+   * The response with its nonce, in one buffer: a shared body's is made once (with the first nonce
+   * `nextNonce` gives) and reused; any other body gets a new nonce.
+   */
+  static seal(body: DeltaBody, nextNonce: () => string): { readonly nonce: string; readonly bytes: Buffer } {
+    if (body.sealed) return body.sealed;
+    const nonce = nextNonce();
     const n = Buffer.from(nonce, 'utf8');
-    const out = Buffer.allocUnsafe(body.bytes.length + fieldSize(n.length));
-    body.bytes.copy(out, 0);
-    putField(out, body.bytes.length, TAG_NONCE, n);
-    return out;
+    const bytes = Buffer.allocUnsafe(body.bytes.length + fieldSize(n.length));
+    body.bytes.copy(bytes, 0);
+    putField(bytes, body.bytes.length, TAG_NONCE, n);
+    const sealed = { nonce, bytes };
+    if (body.shared) body.sealed = sealed;
+    return sealed;
   }
 
-  private body(set: ResourceSet, added: readonly EncodedDeltaResource[], removed: string[]): DeltaBody {
+  private body(
+    set: ResourceSet,
+    added: readonly EncodedDeltaResource[],
+    removed: string[],
+    shared: boolean,
+  ): DeltaBody {
     const sys = Buffer.from(set.version, 'utf8');
     const url = Buffer.from(set.typeUrl, 'utf8');
     const ident = this.identifier ? Buffer.from(this.identifier, 'utf8') : undefined;
@@ -220,6 +242,6 @@ export class DeltaEncoder {
       pos = putField(out, pos, TAG_IDENTIFIER, ident);
     }
     if (pos !== total) throw new Error(`DeltaDiscoveryResponse size mismatch: ${pos} of ${total}`);
-    return { bytes: out, added: added.length, removed, names: added.map((e) => e.name) };
+    return { bytes: out, added: added.length, removed, names: added.map((e) => e.name), shared };
   }
 }

@@ -178,6 +178,7 @@ export class AdsServer extends EventEmitter<AdsServerEvents> {
   private encodes = 0;
   private readonly delta: DeltaEncoder;
   private readonly deltaBounds: DeltaBounds;
+  private readonly nextNonce = () => `${this.noncePrefix}-${++this.nonceSeq}`;
 
   constructor(private readonly opts: AdsServerOptions) {
     super();
@@ -652,12 +653,12 @@ export class AdsServer extends EventEmitter<AdsServerEvents> {
     }
     if (ts.oversizeVersion === set.version) return;
     if (!this.withinSendBound(s, ts, view, body.bytes.length)) return;
-    const nonce = `${this.noncePrefix}-${++this.nonceSeq}`;
+    const { nonce, bytes } = DeltaEncoder.seal(body, this.nextNonce);
     ts.versionSent = set.version;
     ts.nonceSent = nonce;
     ts.awaitingAck = true;
     ts.pendingKnown = after;
-    s.call.write(DeltaEncoder.withNonce(body, nonce));
+    s.call.write(bytes);
     this.log.debug(
       {
         stream: s.id,
