@@ -93,7 +93,7 @@ t.test('the default render: mTLS xDS, debug on loopback, NetworkPolicies, PDBs, 
   ]);
   const rl = find(objs, 'Deployment', 'rl-ratelimit');
   const env = envOf(rl);
-  t.equal(env.CONFIG_TYPE, 'GRPC_XDS_SOTW');
+  t.equal(env.CONFIG_TYPE, 'GRPC_XDS_DELTA', 'our pods subscribe to our operator with delta xDS');
   t.equal(
     env.CONFIG_GRPC_XDS_SERVER_URL,
     'rl-ratelimit-xds.rl-system.svc:18000',
@@ -258,6 +258,21 @@ t.test('metrics.grafanaDashboard and metrics.prometheusRule: the shipped dashboa
   const bad = await render('metrics.prometheusRule.enable=true');
   t.not(bad.code, 0, 'the schema is closed');
   t.match(bad.stderr, /enable/);
+});
+
+t.test('xds.protocol: delta by default, sotw on request, nothing else', async (t) => {
+  for (const [sets, configType] of [
+    [[], 'GRPC_XDS_DELTA'],
+    [['xds.protocol=delta'], 'GRPC_XDS_DELTA'],
+    [['xds.protocol=sotw'], 'GRPC_XDS_SOTW'],
+  ] as const) {
+    const r = await render(...sets);
+    t.equal(r.code, 0, r.stderr);
+    t.equal(envOf(find(docs(r.stdout), 'Deployment', 'rl-ratelimit')).CONFIG_TYPE, configType);
+  }
+  const bad = await render('xds.protocol=incremental');
+  t.not(bad.code, 0, 'the schema refuses other values');
+  t.match(bad.stderr, /protocol/);
 });
 
 t.test('xds.maxMessageBytes sets the operator and the pods together', async (t) => {

@@ -35,6 +35,8 @@ export async function main(argv: string[]): Promise<number> {
       'max-connection-age': { type: 'string' },
       'max-send-bytes': { type: 'string' },
       'max-receive-bytes': { type: 'string' },
+      'max-delta-names': { type: 'string' },
+      'max-delta-name-bytes': { type: 'string' },
       'metrics-listen': { type: 'string' },
       'log-level': { type: 'string' },
       'log-format': { type: 'string' },
@@ -90,6 +92,10 @@ export async function main(argv: string[]): Promise<number> {
     },
     maxSendMessageBytes: int(values['max-send-bytes'], 'max-send-bytes'),
     maxReceiveMessageBytes: int(values['max-receive-bytes'], 'max-receive-bytes'),
+    delta: {
+      maxNames: int(values['max-delta-names'], 'max-delta-names'),
+      maxNameBytes: int(values['max-delta-name-bytes'], 'max-delta-name-bytes'),
+    },
     identifier: 'ratelimit-control-plane',
     logger: log,
   });

@@ -1,5 +1,6 @@
-// State-of-the-world ADS server: envoy.service.discovery.v3.AggregatedDiscoveryService/
-// StreamAggregatedResources on @grpc/grpc-js, serving whatever the SnapshotCache holds.
+// ADS server: envoy.service.discovery.v3.AggregatedDiscoveryService on @grpc/grpc-js, serving whatever
+// the SnapshotCache holds, state of the world (StreamAggregatedResources) and incremental
+// (DeltaAggregatedResources, responses assembled from per-resource bytes in delta.ts).
 //
 // Per stream and type URL at most one response is in flight: the next one goes out after the
 // ACK/NACK of the previous one (the request that carries the nonce we sent), as go-control-plane
@@ -11,9 +12,12 @@ import * as grpc from '@grpc/grpc-js';
 import {
   announcedFeatures,
   adsServiceDefinition,
+  DELTA_WILDCARD,
   XDS_MAX_MESSAGE_BYTES,
+  type WireDeltaDiscoveryRequest,
   type WireDiscoveryRequest,
 } from '../proto/index.js';
+import { DeltaEncoder, NOTHING, type DeltaBody, type DeltaView } from './delta.js';
 import type { ResourceSet, SnapshotCache } from './cache.js';
 import { encodeResponse, type EncodedResponse } from './response-encoding.js';
 import { ReloadingTlsFiles, reloadingServerCredentials, type TlsFiles } from './tls.js';
@@ -52,10 +56,32 @@ export interface AdsServerOptions {
   readonly maxSendMessageBytes?: number;
   /** control_plane.identifier in responses. */
   readonly identifier?: string;
+  /** Bounds on what a delta (incremental) stream sends: see DeltaBounds. */
+  readonly delta?: Partial<DeltaBounds>;
   readonly logger?: Logger;
 }
 
 export const DEFAULT_LISTEN = '0.0.0.0:18000';
+
+/**
+ * What one delta stream may send (a request past them ends that stream with INVALID_ARGUMENT naming
+ * the bound; other streams are not affected). Requests are bounded in bytes by maxReceiveMessageBytes;
+ * these bound what a stream accumulates over many requests.
+ */
+export interface DeltaBounds {
+  /**
+   * Names one stream subscribes to (all its requests together), and entries of its
+   * initial_resource_versions (--max-delta-names, default 50000).
+   */
+  readonly maxNames: number;
+  /** UTF-8 bytes of one name or version the client sends (--max-delta-name-bytes, default 1024). */
+  readonly maxNameBytes: number;
+}
+
+export const DEFAULT_DELTA_BOUNDS: Readonly<DeltaBounds> = Object.freeze({
+  maxNames: 50_000,
+  maxNameBytes: 1024,
+});
 
 /**
  * The address grpc-js bound for `listen` (host as given, the port it chose for port 0): what the
@@ -80,12 +106,15 @@ function preencodedAdsDefinition(): grpc.ServiceDefinition {
   return Object.fromEntries(
     Object.entries(def).map(([name, method]) => [
       name,
-      name === 'StreamAggregatedResources' ? { ...method, responseSerialize: (b: Buffer) => b } : method,
+      name === 'StreamAggregatedResources' || name === 'DeltaAggregatedResources'
+        ? { ...method, responseSerialize: (b: Buffer) => b }
+        : method,
     ]),
   );
 }
 
 type AdsCall = grpc.ServerDuplexStream<WireDiscoveryRequest, Buffer>;
+type DeltaCall = grpc.ServerDuplexStream<WireDeltaDiscoveryRequest, Buffer>;
 
 class TypeState implements StreamTypeState {
   versionSent: string | undefined;
@@ -103,8 +132,23 @@ class TypeState implements StreamTypeState {
   constructor(readonly typeUrl: string) {}
 }
 
+/** A type on a delta stream: the SotW record (what the operator reads) plus what the client has and wants. */
+class DeltaTypeState extends TypeState {
+  /** Subscribed to every resource of the type. */
+  wildcard = false;
+  /** Names subscribed to explicitly. */
+  readonly subscribed = new Set<string>();
+  /** name -> version the client has (ACKed, or told in initial_resource_versions); shared, never mutated. */
+  known: ReadonlyMap<string, string> = NOTHING;
+  /** What the client has once it ACKs the response in flight. */
+  pendingKnown: ReadonlyMap<string, string> | undefined;
+  /** The first request carried initial_resource_versions (a reconnect). */
+  resumed = false;
+}
+
 class OpenStream implements StreamState {
   nodeId = '';
+  protocol: 'sotw' | 'delta' = 'sotw';
   features: ReadonlySet<string> = new Set();
   readonly connectedSince = new Date();
   readonly types = new Map<string, TypeState>();
@@ -112,7 +156,7 @@ class OpenStream implements StreamState {
   constructor(
     readonly id: number,
     readonly peer: string,
-    readonly call: AdsCall,
+    readonly call: { write(b: Buffer): unknown; emit(e: 'error', err: unknown): unknown; end(): void },
   ) {}
 }
 
@@ -132,12 +176,20 @@ export class AdsServer extends EventEmitter<AdsServerEvents> {
   /** Each resource set's response, encoded the first time a stream is sent it. */
   private readonly encoded = new WeakMap<ResourceSet, EncodedResponse>();
   private encodes = 0;
+  private readonly delta: DeltaEncoder;
+  private readonly deltaBounds: DeltaBounds;
+  private readonly nextNonce = () => `${this.noncePrefix}-${++this.nonceSeq}`;
 
   constructor(private readonly opts: AdsServerOptions) {
     super();
     this.cache = opts.cache;
     this.log = opts.logger ?? silentLogger;
     this.maxSendBytes = opts.maxSendMessageBytes ?? XDS_MAX_MESSAGE_BYTES;
+    this.delta = new DeltaEncoder(opts.identifier);
+    this.deltaBounds = {
+      maxNames: opts.delta?.maxNames ?? DEFAULT_DELTA_BOUNDS.maxNames,
+      maxNameBytes: opts.delta?.maxNameBytes ?? DEFAULT_DELTA_BOUNDS.maxNameBytes,
+    };
   }
 
   /** Port bound by start(). */
@@ -148,6 +200,11 @@ export class AdsServer extends EventEmitter<AdsServerEvents> {
   /** Responses encoded so far: one per resource set sent, however many streams it went to. */
   get responsesEncoded(): number {
     return this.encodes;
+  }
+
+  /** Resources encoded for delta streams so far: each once per version, however many streams get it. */
+  get deltaResourcesEncoded(): number {
+    return this.delta.resourcesEncoded;
   }
 
   /** Snapshot of every open stream that has sent its first request. */
@@ -172,12 +229,7 @@ export class AdsServer extends EventEmitter<AdsServerEvents> {
     const server = new grpc.Server(channelOptions);
     server.addService(preencodedAdsDefinition(), {
       StreamAggregatedResources: (call: AdsCall) => this.handleStream(call),
-      DeltaAggregatedResources: (call: grpc.ServerDuplexStream<unknown, unknown>) => {
-        call.emit('error', {
-          code: grpc.status.UNIMPLEMENTED,
-          details: 'only state-of-the-world xDS is served',
-        });
-      },
+      DeltaAggregatedResources: (call: DeltaCall) => this.handleDeltaStream(call),
     });
     const creds = this.credentials();
     const listen = o.listen ?? DEFAULT_LISTEN;
@@ -229,11 +281,24 @@ export class AdsServer extends EventEmitter<AdsServerEvents> {
   }
 
   private handleStream(call: AdsCall): void {
+    this.attach(call, 'sotw', (s, req: WireDiscoveryRequest) => this.onRequest(s, req));
+  }
+
+  private handleDeltaStream(call: DeltaCall): void {
+    this.attach(call, 'delta', (s, req: WireDeltaDiscoveryRequest) => this.onDeltaRequest(s, req));
+  }
+
+  private attach<Req>(
+    call: grpc.ServerDuplexStream<Req, Buffer>,
+    protocol: 'sotw' | 'delta',
+    onRequest: (s: OpenStream, req: Req) => void,
+  ): void {
     const s = new OpenStream(++this.streamSeq, call.getPeer(), call);
+    s.protocol = protocol;
     this.open.set(s.id, s);
-    call.on('data', (req: WireDiscoveryRequest) => {
+    call.on('data', (req: Req) => {
       try {
-        this.onRequest(s, req);
+        onRequest(s, req);
       } catch (err) {
         this.log.error({ err, stream: s.id }, 'xDS request handling failed');
       }
@@ -261,23 +326,31 @@ export class AdsServer extends EventEmitter<AdsServerEvents> {
     }
   }
 
+  /** Takes the node from a stream's first request; false (and the stream ended) when it has none. */
+  private identify(s: OpenStream, node: WireDiscoveryRequest['node']): boolean {
+    if (s.nodeId !== '') return true;
+    const id = node?.id ?? '';
+    if (id === '') {
+      this.refuse(s, 'the first request must carry node.id');
+      return false;
+    }
+    s.nodeId = id;
+    s.features = announcedFeatures(node);
+    this.log.info({ stream: s.id, node: id, peer: s.peer, protocol: s.protocol }, 'xDS stream opened');
+    this.emit('connect', s);
+    return true;
+  }
+
+  /** Ends a stream for the client's error (INVALID_ARGUMENT with `details`). */
+  private refuse(s: OpenStream, details: string): void {
+    this.log.warn({ stream: s.id, node: s.nodeId, peer: s.peer, details }, 'xDS stream refused');
+    s.call.emit('error', { code: grpc.status.INVALID_ARGUMENT, details });
+    this.closeStream(s);
+  }
+
   private onRequest(s: OpenStream, req: WireDiscoveryRequest): void {
     if (s.closed) return;
-    if (s.nodeId === '') {
-      const id = req.node?.id ?? '';
-      if (id === '') {
-        s.call.emit('error', {
-          code: grpc.status.INVALID_ARGUMENT,
-          details: 'the first request must carry node.id',
-        });
-        this.closeStream(s);
-        return;
-      }
-      s.nodeId = id;
-      s.features = announcedFeatures(req.node);
-      this.log.info({ stream: s.id, node: id, peer: s.peer }, 'xDS stream opened');
-      this.emit('connect', s);
-    }
+    if (!this.identify(s, req.node)) return;
     const typeUrl = req.typeUrl ?? '';
     if (typeUrl === '') {
       this.log.warn({ stream: s.id, node: s.nodeId }, 'ignoring ADS request without type_url');
@@ -402,7 +475,237 @@ export class AdsServer extends EventEmitter<AdsServerEvents> {
   private pushAll(): void {
     for (const s of this.open.values()) {
       if (s.nodeId === '') continue;
-      for (const ts of s.types.values()) this.respond(s, ts);
+      for (const ts of s.types.values()) {
+        if (ts instanceof DeltaTypeState) this.respondDelta(s, ts);
+        else this.respond(s, ts);
+      }
     }
   }
+
+  // ---------------------------------------------------------------------------------------------
+  // Delta (incremental) streams. The ACK bookkeeping is the SotW one (TypeState: versionSent,
+  // versionAcked, lastNack, the ack/nack events) with system_version_info as the version, so whatever
+  // reads which pod runs which snapshot version reads delta pods the same way.
+
+  /** The first bound a delta request breaks, as the refusal message; undefined when within them. */
+  private deltaOverBound(ts: DeltaTypeState | undefined, req: WireDeltaDiscoveryRequest): string | undefined {
+    const b = this.deltaBounds;
+    const sub = req.resourceNamesSubscribe ?? [];
+    const unsub = req.resourceNamesUnsubscribe ?? [];
+    const initial = req.initialResourceVersions ? Object.entries(req.initialResourceVersions) : [];
+    if (sub.length + unsub.length > b.maxNames || initial.length > b.maxNames) {
+      return `more than ${b.maxNames} resource names in one request (--max-delta-names)`;
+    }
+    for (const n of sub) if (Buffer.byteLength(n) > b.maxNameBytes) return this.nameTooLong(n);
+    for (const n of unsub) if (Buffer.byteLength(n) > b.maxNameBytes) return this.nameTooLong(n);
+    for (const [n, v] of initial) {
+      if (Buffer.byteLength(n) > b.maxNameBytes) return this.nameTooLong(n);
+      if (Buffer.byteLength(v) > b.maxNameBytes) {
+        return `initial_resource_versions: a version of more than ${b.maxNameBytes} bytes (--max-delta-name-bytes)`;
+      }
+    }
+    let added = 0;
+    for (const n of sub) if (n !== DELTA_WILDCARD && !ts?.subscribed.has(n)) added++;
+    if ((ts?.subscribed.size ?? 0) + added > b.maxNames) {
+      return `more than ${b.maxNames} resource names subscribed on one stream (--max-delta-names)`;
+    }
+    return undefined;
+  }
+
+  private nameTooLong(name: string): string {
+    return `a resource name of ${Buffer.byteLength(name)} bytes, more than ${this.deltaBounds.maxNameBytes} (--max-delta-name-bytes)`;
+  }
+
+  private onDeltaRequest(s: OpenStream, req: WireDeltaDiscoveryRequest): void {
+    if (s.closed) return;
+    if (!this.identify(s, req.node)) return;
+    const typeUrl = req.typeUrl ?? '';
+    if (typeUrl === '') {
+      this.log.warn({ stream: s.id, node: s.nodeId }, 'ignoring delta ADS request without type_url');
+      return;
+    }
+    const existing = s.types.get(typeUrl) as DeltaTypeState | undefined;
+    const over = this.deltaOverBound(existing, req);
+    if (over !== undefined) {
+      this.refuse(s, over);
+      return;
+    }
+    let ts = existing;
+    if (!ts) {
+      s.types.set(typeUrl, (ts = new DeltaTypeState(typeUrl)));
+      this.subscribe(ts, req, true);
+    } else {
+      this.subscribe(ts, req, false);
+    }
+
+    const nonce = req.responseNonce ?? '';
+    if (nonce !== '') {
+      if (nonce !== ts.nonceSent) {
+        this.log.debug(
+          { stream: s.id, node: s.nodeId, nonce, expected: ts.nonceSent },
+          'stale nonce ignored',
+        );
+        this.emit('stale', { stream: s, typeUrl, nonce });
+      } else if (ts.awaitingAck) {
+        ts.awaitingAck = false;
+        const version = ts.versionSent ?? '';
+        if (req.errorDetail) {
+          // The client kept what it had: so do we.
+          ts.pendingKnown = undefined;
+          const message = req.errorDetail.message ?? '';
+          ts.lastNack = { version, message, at: new Date() };
+          ts.nackedVersions.add(version);
+          this.log.warn({ stream: s.id, node: s.nodeId, version, message }, 'xDS NACK');
+          this.emit('nack', { stream: s, typeUrl, version, message });
+        } else {
+          ts.known = ts.pendingKnown ?? ts.known;
+          ts.pendingKnown = undefined;
+          ts.versionAcked = version;
+          ts.ackedAt = new Date();
+          ts.clientVersion = version;
+          this.log.debug({ stream: s.id, node: s.nodeId, version }, 'xDS ACK');
+          this.emit('ack', { stream: s, typeUrl, version, resumed: false });
+        }
+      }
+    }
+    this.respondDelta(s, ts);
+  }
+
+  /** Applies a request's subscribe/unsubscribe lists (and, on the first, initial_resource_versions). */
+  private subscribe(ts: DeltaTypeState, req: WireDeltaDiscoveryRequest, first: boolean): void {
+    const sub = req.resourceNamesSubscribe ?? [];
+    const unsub = req.resourceNamesUnsubscribe ?? [];
+    // An empty first subscription is the legacy wildcard: every resource of the type.
+    if (first && sub.length === 0) ts.wildcard = true;
+    let forget: string[] | undefined;
+    for (const n of sub) {
+      if (n === DELTA_WILDCARD) {
+        ts.wildcard = true;
+        continue;
+      }
+      ts.subscribed.add(n);
+      // A later subscription to a name is a request to be sent it, whatever we think it has.
+      if (!first) (forget ??= []).push(n);
+    }
+    for (const n of unsub) {
+      if (n === DELTA_WILDCARD) {
+        ts.wildcard = false;
+        continue;
+      }
+      ts.subscribed.delete(n);
+      // The client dropped it; a wildcard stream still gets every resource, so nothing changes there.
+      if (!ts.wildcard) (forget ??= []).push(n);
+    }
+    if (first && req.initialResourceVersions) {
+      const initial = new Map<string, string>();
+      for (const [n, v] of Object.entries(req.initialResourceVersions)) initial.set(n, v);
+      if (initial.size > 0) {
+        ts.known = initial;
+        ts.resumed = true;
+      }
+    }
+    if (forget) {
+      ts.known = without(ts.known, forget);
+      if (ts.pendingKnown) ts.pendingKnown = without(ts.pendingKnown, forget);
+    }
+  }
+
+  private respondDelta(s: OpenStream, ts: DeltaTypeState): void {
+    if (s.closed || ts.awaitingAck) return;
+    const snap = this.cache.getSnapshot(s.nodeId);
+    if (!snap) return;
+    const set = snap.resourceSet(ts.typeUrl);
+    if (ts.nackedVersions.has(set.version)) return;
+    const view = this.delta.view(set);
+    const missing = missingFeatures(view.requiredFeatures, s.features);
+    if (missing.length > 0) {
+      if (ts.withheld?.version !== set.version) {
+        ts.withheld = { version: set.version, features: missing };
+        this.log.warn(
+          { stream: s.id, node: s.nodeId, version: set.version, features: missing },
+          'xDS version withheld: the pod does not announce features it uses',
+        );
+        this.emit('withheld', { stream: s, typeUrl: ts.typeUrl, version: set.version, features: missing });
+      }
+      return;
+    }
+    ts.withheld = undefined;
+    let body: DeltaBody;
+    let after: ReadonlyMap<string, string>;
+    if (ts.wildcard) {
+      body = this.delta.wildcardBody(ts.known, view);
+      after = view.versions;
+    } else {
+      ({ body, after } = this.delta.subscribedBody(ts.known, ts.subscribed, view));
+    }
+    if (body.added === 0 && body.removed.length === 0) {
+      if (ts.versionAcked === set.version) return;
+      if (ts.nonceSent === undefined && ts.resumed) {
+        // A pod reconnecting with exactly what the snapshot holds runs this version: nothing to send.
+        ts.known = after;
+        ts.versionAcked = set.version;
+        ts.clientVersion = set.version;
+        ts.ackedAt = new Date();
+        this.emit('ack', { stream: s, typeUrl: ts.typeUrl, version: set.version, resumed: true });
+        return;
+      }
+      // Otherwise an empty response moves the pod to this version (and its ACK says it got there).
+    }
+    if (ts.oversizeVersion === set.version) return;
+    if (!this.withinSendBound(s, ts, view, body.bytes.length)) return;
+    const { nonce, bytes } = DeltaEncoder.seal(body, this.nextNonce);
+    ts.versionSent = set.version;
+    ts.nonceSent = nonce;
+    ts.awaitingAck = true;
+    ts.pendingKnown = after;
+    s.call.write(bytes);
+    this.log.debug(
+      {
+        stream: s.id,
+        node: s.nodeId,
+        version: set.version,
+        nonce,
+        added: body.added,
+        removed: body.removed.length,
+      },
+      'xDS delta response sent',
+    );
+    this.emit('response', {
+      stream: s,
+      typeUrl: ts.typeUrl,
+      version: set.version,
+      nonce,
+      resources: body.added,
+    });
+  }
+
+  /** As SotW: a response past the send bound is not sent, recorded once per version as its refusal. */
+  private withinSendBound(s: OpenStream, ts: TypeState, view: DeltaView, bytes: number): boolean {
+    // The nonce adds a few dozen bytes.
+    if (bytes + 64 <= this.maxSendBytes) return true;
+    const version = view.set.version;
+    ts.oversizeVersion = version;
+    ts.lastNack = { version, message: oversizeMessage(bytes, this.maxSendBytes), at: new Date() };
+    this.log.error(
+      { stream: s.id, node: s.nodeId, version, bytes, maxBytes: this.maxSendBytes },
+      `xDS response of ${bytes} bytes exceeds the ${this.maxSendBytes}-byte maximum (--max-send-bytes, XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES); not sent, node ${s.nodeId} keeps its config`,
+    );
+    this.emit('oversize', {
+      stream: s,
+      typeUrl: ts.typeUrl,
+      version,
+      bytes,
+      maxBytes: this.maxSendBytes,
+      resources: view.set.resources.map((r) => r.name),
+    });
+    return false;
+  }
+}
+
+/** A copy of `m` without `names` (the maps a stream holds are shared and never changed in place). */
+function without(m: ReadonlyMap<string, string>, names: readonly string[]): ReadonlyMap<string, string> {
+  if (!names.some((n) => m.has(n))) return m;
+  const copy = new Map(m);
+  for (const n of names) copy.delete(n);
+  return copy;
 }

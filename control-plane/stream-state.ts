@@ -27,6 +27,8 @@ export interface StreamState {
   /** Node id from the first request. */
   readonly nodeId: string;
   readonly peer: string;
+  /** State of the world (StreamAggregatedResources) or incremental (DeltaAggregatedResources). */
+  readonly protocol: 'sotw' | 'delta';
   readonly connectedSince: Date;
   readonly types: ReadonlyMap<string, StreamTypeState>;
   /** Features announced in node metadata (NODE_FEATURES_METADATA_KEY); empty for a reference pod. */

@@ -3,7 +3,7 @@ import { DEFAULT_LISTEN } from './server.js';
 
 export const USAGE = `Usage: ratelimit-control-plane --dir <folder> [options]
 
-Serves rate limit configuration to ratelimit pods over xDS (ADS, state of the world), resource type
+Serves rate limit configuration to ratelimit pods over xDS (ADS, state of the world and incremental), resource type
 type.googleapis.com/ratelimit.config.ratelimit.v3.RateLimitConfig.
 
 The folder holds RateLimitConfig custom-resource manifests (apiVersion ratelimit.envoyproxy.io/v1alpha1,
@@ -34,6 +34,9 @@ Options:
   --max-connection-age <ms>   send GOAWAY after this connection age (default: never)
   --max-send-bytes <n>        largest response (default 4194304, as pods accept by default)
   --max-receive-bytes <n>     largest request (default 4194304)
+  --max-delta-names <n>       names one incremental (delta) stream may subscribe to, and entries of
+                              its initial_resource_versions (default 50000)
+  --max-delta-name-bytes <n>  bytes of one resource name or version a delta stream sends (default 1024)
   --metrics-listen <host:port> serve Prometheus metrics on /metrics (default: off)
   --log-level <level>         trace, debug, info, warn, error (default: $LOG_LEVEL, else info)
   --log-format <text|json>    text (logrus-style key=value lines) or json (default: $LOG_FORMAT,
@@ -61,6 +64,8 @@ export const USAGE_FLAGS = [
   '--max-connection-age',
   '--max-send-bytes',
   '--max-receive-bytes',
+  '--max-delta-names',
+  '--max-delta-name-bytes',
   '--metrics-listen',
   '--log-level',
   '--log-format',

@@ -249,6 +249,7 @@ t.test('the chart renders mTLS xDS and the processes start from it', async (t) =
 
   for (let i = 0; i < 3; i++) pods.push(await startPod(rlC, secrets, `${FULLNAME}-pod-${i}`));
   const env = pods[0].env;
+  t.equal(env.CONFIG_TYPE, 'GRPC_XDS_DELTA', 'pods subscribe with delta xDS');
   t.equal(env.CONFIG_GRPC_XDS_SERVER_USE_TLS, 'true', 'xDS over TLS');
   t.ok(env.CONFIG_GRPC_XDS_CLIENT_TLS_CERT, 'pods present a client certificate (mutual TLS)');
   t.equal(env.CONFIG_GRPC_XDS_SERVER_TLS_SAN, XDS_HOST, "pods check the operator's name");

@@ -14,6 +14,10 @@ export const XDS_MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
 export const ADS_PROTO_FILE = 'envoy/service/discovery/v3/ads.proto';
 export const ADS_SERVICE_NAME = 'envoy.service.discovery.v3.AggregatedDiscoveryService';
 export const ADS_STREAM_METHOD = 'StreamAggregatedResources';
+/** Incremental (delta) xDS on the same service: Envoy's CONFIG_TYPE name for it is GRPC_XDS_DELTA. */
+export const ADS_DELTA_METHOD = 'DeltaAggregatedResources';
+/** In resource_names_subscribe/unsubscribe of a delta stream: every resource of the type. */
+export const DELTA_WILDCARD = '*';
 
 // ---------------------------------------------------------------------------------------------
 // ADS (envoy.service.discovery.v3) shapes as grpc-js hands them over with LOADER_OPTIONS.
@@ -46,6 +50,31 @@ export interface WireDiscoveryResponse {
   resources?: WireAny[];
   canary?: boolean;
   typeUrl?: string;
+  nonce?: string;
+  controlPlane?: { identifier?: string } | null;
+}
+
+export interface WireDeltaDiscoveryRequest {
+  node?: WireNode | null;
+  typeUrl?: string;
+  resourceNamesSubscribe?: string[];
+  resourceNamesUnsubscribe?: string[];
+  /** map<string, string>: name -> version of what the client has when it (re)connects. */
+  initialResourceVersions?: Record<string, string> | null;
+  responseNonce?: string;
+  errorDetail?: WireStatus | null;
+}
+/** envoy.service.discovery.v3.Resource (the fields a delta stream of ours uses). */
+export interface WireDeltaResource {
+  name?: string;
+  version?: string;
+  resource?: WireAny | null;
+}
+export interface WireDeltaDiscoveryResponse {
+  systemVersionInfo?: string;
+  resources?: WireDeltaResource[];
+  typeUrl?: string;
+  removedResources?: string[];
   nonce?: string;
   controlPlane?: { identifier?: string } | null;
 }

@@ -233,7 +233,7 @@ export class RateLimitApp {
         (u) => this.applyConfig(u),
       );
     } else {
-      if (!this.opts.xdsSourceFactory) throw new Error('CONFIG_TYPE=GRPC_XDS_SOTW needs the xDS client');
+      if (!this.opts.xdsSourceFactory) throw new Error(`CONFIG_TYPE=${s.configType} needs the xDS client`);
       this.configSource = await this.opts.xdsSourceFactory({
         settings: s,
         logger: this.logger,

@@ -13,6 +13,8 @@
 //                                   than the one it had at the mark, with each pod's arrival time
 //                                   (ms, performance.timeOrigin + performance.now(), comparable across
 //                                   processes of one machine).
+//   delta-pods <port> <n>           the same pods speaking delta xDS (DeltaAggregatedResources, wildcard):
+//                                   "version" is system_version_info, ACKed by nonce alone.
 //
 //   node --import tsx bench/phases/xds-compare-process.ts server 10 10
 //   node --import tsx bench/phases/xds-compare-process.ts pods <port> 100
@@ -22,6 +24,7 @@ import { importBuilt } from '../../harness/dist.js';
 
 const TYPE_URL = 'type.googleapis.com/ratelimit.config.ratelimit.v3.RateLimitConfig';
 const METHOD = '/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources';
+const DELTA_METHOD = '/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources';
 
 const wallMs = () => performance.timeOrigin + performance.now();
 
@@ -79,6 +82,17 @@ function request(nodeId: string, version: string, nonce: string): Buffer {
   return Buffer.concat(parts);
 }
 
+// DeltaDiscoveryRequest: node = 1 (Node.id = 1), type_url = 2, response_nonce = 6; an empty first
+// subscription is the wildcard.
+function deltaRequest(nodeId: string | undefined, nonce: string): Buffer {
+  const parts: Buffer[] = [];
+  if (nodeId !== undefined) parts.push(lengthDelimited(0x0a, lengthDelimited(0x0a, Buffer.from(nodeId))));
+  parts.push(lengthDelimited(0x12, Buffer.from(TYPE_URL)));
+  if (nonce) parts.push(lengthDelimited(0x32, Buffer.from(nonce)));
+  return Buffer.concat(parts);
+}
+
+/** version_info and nonce of a DiscoveryResponse; of a DeltaDiscoveryResponse, system_version_info and nonce (the same field numbers). */
 interface Header {
   version: string;
   nonce: string;
@@ -114,7 +128,7 @@ function header(b: Buffer): Header {
   return out;
 }
 
-function pods(port: number, n: number): void {
+function pods(port: number, n: number, delta: boolean): void {
   const versions: string[] = new Array<string>(n).fill('');
   const arrived: number[] = new Array<number>(n).fill(0);
   let marked: string[] | undefined;
@@ -130,13 +144,13 @@ function pods(port: number, n: number): void {
     clients.push(client);
     const nodeId = `pod-${i}`;
     const call = client.makeBidiStreamRequest(
-      METHOD,
+      delta ? DELTA_METHOD : METHOD,
       (b: Buffer) => b,
       (b: Buffer) => b,
     );
     call.on('data', (b: Buffer) => {
       const h = header(b);
-      call.write(request(nodeId, h.version, h.nonce));
+      call.write(delta ? deltaRequest(undefined, h.nonce) : request(nodeId, h.version, h.nonce));
       if (versions[i] === '') ready++;
       versions[i] = h.version;
       if (marked && arrived[i] === 0 && h.version !== marked[i]) {
@@ -152,7 +166,7 @@ function pods(port: number, n: number): void {
       }
     });
     call.on('error', (err) => process.stderr.write(`pod ${i}: ${err.message}\n`));
-    call.write(request(nodeId, '', ''));
+    call.write(delta ? deltaRequest(nodeId, '') : request(nodeId, '', ''));
   }
   const rl = createInterface({ input: process.stdin });
   rl.on('line', (line) => {
@@ -170,8 +184,11 @@ function pods(port: number, n: number): void {
 
 const [mode, a, b] = process.argv.slice(2);
 if (mode === 'server') void server(Number(a), Number(b));
-else if (mode === 'pods') pods(Number(a), Number(b));
+else if (mode === 'pods') pods(Number(a), Number(b), false);
+else if (mode === 'delta-pods') pods(Number(a), Number(b), true);
 else {
-  process.stderr.write('usage: xds-compare-process.ts server <domains> <descriptors> | pods <port> <n>\n');
+  process.stderr.write(
+    'usage: xds-compare-process.ts server <domains> <descriptors> | pods <port> <n> | delta-pods <port> <n>\n',
+  );
   process.exit(2);
 }

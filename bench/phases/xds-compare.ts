@@ -1,8 +1,10 @@
 // Phase `xds-compare` (standalone): our control plane's fan-out side by side with a go-control-plane
 // SnapshotCache server (load/go-xds/, built on demand), serving the same RateLimitConfig content to N
 // simulated pods (one ADS stream each, each on its own connection, ACKing every version; both in
-// xds-compare-process.ts). The server is pinned to core 0 (the Go one with GOMAXPROCS=1), the pods
-// to core 1. Rounds interleave the two servers (ours, go, then go, ours, ...). Per push of one
+// xds-compare-process.ts). A third arm is our server with the pods speaking delta xDS (incremental:
+// a change sends only the changed resource). The server is pinned to core 0 (the Go one with
+// GOMAXPROCS=1), the pods to core 1. Rounds interleave the arms (ours, delta, go, then go, delta,
+// ours, ...). Per push of one
 // changed domain: the time from the change until the median pod, the 99th-percentile pod and the last
 // pod received it; the server's CPU for the push (until its CPU stands still); and per round the
 // server's RSS growth per connected pod.
@@ -19,7 +21,8 @@ import type { BenchResults } from '../report/results.js';
 import { evaluateTarget, type Figure } from '../report/table.js';
 import { AUX_CPUS, SERVICE_CPUS, type Phase, type PhaseContext } from './phase.js';
 
-export type XdsServerKind = 'ours' | 'go';
+/** `ours-delta`: our server, the pods speaking delta xDS. */
+export type XdsServerKind = 'ours' | 'ours-delta' | 'go';
 
 export interface XdsPush {
   /** ms from the change until the median, 99th-percentile and last pod received the new version. */
@@ -140,7 +143,7 @@ export async function measureXdsServer(
   round: number,
 ): Promise<XdsCompareRound> {
   const srv =
-    server === 'ours'
+    server !== 'go'
       ? start(nodeTs('server', String(domains), String(descriptors)), SERVICE_CPUS)
       : start([goBin!, String(domains), String(descriptors)], SERVICE_CPUS, { GOMAXPROCS: '1' });
   let podsProc: LineChild | undefined;
@@ -150,7 +153,7 @@ export async function measureXdsServer(
     await cpuAtRest(pid);
     const rss0 = rssMiB(pid);
     const t0 = wallMs();
-    podsProc = start(nodeTs('pods', port, String(pods)), AUX_CPUS);
+    podsProc = start(nodeTs(server === 'ours-delta' ? 'delta-pods' : 'pods', port, String(pods)), AUX_CPUS);
     await podsProc.expect('READY', 600_000);
     const connectMs = wallMs() - t0;
     await cpuAtRest(pid);
@@ -197,7 +200,7 @@ const list = (v: string) => v.split(',').map(Number);
 
 async function run({ o, results, log }: PhaseContext): Promise<void> {
   const goBin = ensureGoXdsServer(log);
-  const servers: XdsServerKind[] = goBin ? ['ours', 'go'] : ['ours'];
+  const servers: XdsServerKind[] = goBin ? ['ours', 'ours-delta', 'go'] : ['ours', 'ours-delta'];
   if (!goBin) log('xds-compare: no go-control-plane server; measuring ours only');
   const rounds: XdsCompareRound[] = [];
   results.extra['xds-compare'] = rounds;
@@ -224,7 +227,7 @@ async function run({ o, results, log }: PhaseContext): Promise<void> {
   }
 }
 
-/** Per pods × domains: push latency (median / p99 / last pod), CPU per push, RSS per pod; ours and go. */
+/** Per pods × domains: push latency (median / p99 / last pod), CPU per push, RSS per pod; ours (SotW and delta) and go. */
 function figures(r: BenchResults, _o: BenchOptions): Figure[] {
   const rounds = (r.extra['xds-compare'] ?? []) as XdsCompareRound[];
   const out: Figure[] = [];
@@ -235,40 +238,56 @@ function figures(r: BenchResults, _o: BenchOptions): Figure[] {
   }
   for (const ms of cells.values()) {
     const { pods, domains } = ms[0];
-    const group = `xDS fan-out vs go-control-plane (${pods} pods, ${domains} domains, one changed)`;
-    const of = (kind: XdsServerKind, f: (m: XdsCompareRound) => number[]) =>
-      stat(ms.filter((m) => m.server === kind).flatMap(f));
-    const row = (name: string, unit: string, f: (m: XdsCompareRound) => number[]): Figure => {
-      const reference = of('go', f);
-      return {
-        group,
-        name,
-        unit,
-        better: 'lower',
-        ours: of('ours', f),
-        ...(reference.n ? { reference } : {}),
-      };
-    };
-    out.push(row('push to the median pod', 'ms', (m) => m.pushes.map((p) => p.p50)));
-    out.push(row('push to the p99 pod', 'ms', (m) => m.pushes.map((p) => p.p99)));
-    const last = row('push to the last pod', 'ms', (m) => m.pushes.map((p) => p.last));
-    if (pods >= 1000 && domains >= 1000)
-      last.target = evaluateTarget({ oursMax: 1000, text: '< 1000 ms (ours)' }, last);
-    else if (last.reference) last.target = evaluateTarget({ ratioMax: 1 }, last);
-    out.push(last);
-    // CPU is read in 10 ms ticks: the mean over a round's pushes, not each push, is the figure.
-    out.push(
-      row('server CPU per push (mean of a round)', 'ms', (m) => [
-        m.pushes.reduce((a, p) => a + p.cpuMs, 0) / Math.max(1, m.pushes.length),
-      ]),
-    );
-    out.push(
-      row("the pods' CPU per push (all pods, mean of a round)", 'ms', (m) => [
-        m.pushes.reduce((a, p) => a + p.podsCpuMs, 0) / Math.max(1, m.pushes.length),
-      ]),
-    );
-    out.push(row('server RSS per connected pod', 'KiB', (m) => [m.rssPerPodKiB]));
+    for (const arm of ['ours', 'ours-delta'] as const) {
+      if (!ms.some((m) => m.server === arm)) continue;
+      out.push(...armFigures(ms, arm, pods, domains));
+    }
   }
+  return out;
+}
+
+/** One arm of ours (SotW or delta) beside go-control-plane. */
+function armFigures(
+  ms: XdsCompareRound[],
+  arm: 'ours' | 'ours-delta',
+  pods: number,
+  domains: number,
+): Figure[] {
+  const out: Figure[] = [];
+  const protocol = arm === 'ours' ? 'SotW' : 'delta';
+  const group = `xDS fan-out vs go-control-plane (${pods} pods, ${domains} domains, one changed; ours ${protocol})`;
+  const of = (kind: XdsServerKind, f: (m: XdsCompareRound) => number[]) =>
+    stat(ms.filter((m) => m.server === kind).flatMap(f));
+  const row = (name: string, unit: string, f: (m: XdsCompareRound) => number[]): Figure => {
+    const reference = of('go', f);
+    return {
+      group,
+      name,
+      unit,
+      better: 'lower',
+      ours: of(arm, f),
+      ...(reference.n ? { reference } : {}),
+    };
+  };
+  out.push(row('push to the median pod', 'ms', (m) => m.pushes.map((p) => p.p50)));
+  out.push(row('push to the p99 pod', 'ms', (m) => m.pushes.map((p) => p.p99)));
+  const last = row('push to the last pod', 'ms', (m) => m.pushes.map((p) => p.last));
+  if (pods >= 1000 && domains >= 1000)
+    last.target = evaluateTarget({ oursMax: 1000, text: '< 1000 ms (ours)' }, last);
+  else if (last.reference) last.target = evaluateTarget({ ratioMax: 1 }, last);
+  out.push(last);
+  // CPU is read in 10 ms ticks: the mean over a round's pushes, not each push, is the figure.
+  out.push(
+    row('server CPU per push (mean of a round)', 'ms', (m) => [
+      m.pushes.reduce((a, p) => a + p.cpuMs, 0) / Math.max(1, m.pushes.length),
+    ]),
+  );
+  out.push(
+    row("the pods' CPU per push (all pods, mean of a round)", 'ms', (m) => [
+      m.pushes.reduce((a, p) => a + p.podsCpuMs, 0) / Math.max(1, m.pushes.length),
+    ]),
+  );
+  out.push(row('server RSS per connected pod', 'KiB', (m) => [m.rssPerPodKiB]));
   return out;
 }
 

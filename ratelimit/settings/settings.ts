@@ -10,7 +10,7 @@ export const DEFAULT_LOCAL_MAX_BYTES = 64 * 1024 * 1024;
 /** MEMORY_MAX_BYTES: the memory backend's byte budget (ratelimit/memory). */
 export const DEFAULT_MEMORY_MAX_BYTES = 256 * 1024 * 1024;
 
-export type ConfigType = 'FILE' | 'GRPC_XDS_SOTW';
+export type ConfigType = 'FILE' | 'GRPC_XDS_SOTW' | 'GRPC_XDS_DELTA';
 export type BackendType = 'redis' | 'memcache' | 'memory';
 export type RedisType = 'single' | 'sentinel' | 'cluster';
 export type SocketType = 'tcp' | 'unix';
@@ -347,7 +347,7 @@ export function loadSettings(env: Env = process.env): Settings {
     logLevel: r.string('LOG_LEVEL', 'WARN'),
     logFormat: r.oneOf('LOG_FORMAT', 'text', ['text', 'json'] as const),
 
-    configType: r.oneOf('CONFIG_TYPE', 'FILE', ['FILE', 'GRPC_XDS_SOTW'] as const, false),
+    configType: r.oneOf('CONFIG_TYPE', 'FILE', ['FILE', 'GRPC_XDS_SOTW', 'GRPC_XDS_DELTA'] as const, false),
     forceStartWithoutInitialConfig: r.bool('FORCE_START_WITHOUT_INITIAL_CONFIG', false),
     runtimeRoot: r.string('RUNTIME_ROOT', '/srv/runtime_data/current'),
     runtimeSubdirectory: r.string('RUNTIME_SUBDIRECTORY', ''),

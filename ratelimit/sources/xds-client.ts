@@ -1,14 +1,20 @@
-// The service's xDS client (CONFIG_TYPE=GRPC_XDS_SOTW): one ADS stream subscribed to
-// RateLimitConfig. Good configs are ACKed, invalid ones NACKed with the validator's message while
+// The service's xDS client (CONFIG_TYPE=GRPC_XDS_SOTW or GRPC_XDS_DELTA): one ADS stream subscribed
+// to RateLimitConfig. Good configs are ACKed, invalid ones NACKed with the validator's message while
 // the previous config keeps serving; the stream is re-established forever with backoff, and the
-// last good config keeps serving while disconnected.
+// last good config keeps serving while disconnected. With delta (incremental xDS) the client keeps the
+// resources by name, applies each response's added, changed and removed resources to a copy, and
+// validates the config built from that whole set: only an accepted set replaces the one it has. A
+// reconnect tells the server what it has (initial_resource_versions), so only what differs is sent.
 import { EventEmitter } from 'node:events';
 import * as grpc from '@grpc/grpc-js';
 import {
+  ADS_DELTA_METHOD,
   ADS_STREAM_METHOD,
   adsClientConstructor,
   decodeRateLimitConfig,
   RATELIMIT_CONFIG_TYPE_URL,
+  type WireDeltaDiscoveryRequest,
+  type WireDeltaDiscoveryResponse,
   type WireDiscoveryRequest,
   type WireDiscoveryResponse,
   type WireNode,
@@ -18,6 +24,8 @@ import { rateLimitConfigToDocument, type ParsedConfigSource } from '../config/in
 import { DEFAULT_BACKOFF, ExponentialBackoff, type BackoffOptions } from './backoff.js';
 
 export interface XdsConfigClientOptions {
+  /** State of the world (GRPC_XDS_SOTW, the default) or incremental (GRPC_XDS_DELTA). */
+  readonly protocol?: 'sotw' | 'delta';
   /** CONFIG_GRPC_XDS_NODE_ID. */
   readonly nodeId: string;
   /** CONFIG_GRPC_XDS_NODE_METADATA (`k=v,k2=v2`), sent as node.metadata string values. */
@@ -71,6 +79,14 @@ export interface XdsConfigClientEvents {
 }
 
 type AdsCall = grpc.ClientDuplexStream<WireDiscoveryRequest, WireDiscoveryResponse>;
+type DeltaCall = grpc.ClientDuplexStream<WireDeltaDiscoveryRequest, WireDeltaDiscoveryResponse>;
+type AnyCall = AdsCall | DeltaCall;
+
+/** A resource a delta client has: its version (for initial_resource_versions) and encoded message. */
+interface HeldResource {
+  readonly version: string;
+  readonly value: Uint8Array;
+}
 
 /** INVALID_ARGUMENT, the status code carried in error_detail of a NACK. */
 const NACK_CODE = 3;
@@ -79,7 +95,7 @@ export class XdsConfigClient extends EventEmitter<XdsConfigClientEvents> {
   private readonly log: Logger;
   private readonly backoff: ExponentialBackoff;
   private client: grpc.Client | undefined;
-  private call: AdsCall | undefined;
+  private call: AnyCall | undefined;
   private retryTimer: NodeJS.Timeout | undefined;
   private started = false;
   private closed = false;
@@ -87,12 +103,16 @@ export class XdsConfigClient extends EventEmitter<XdsConfigClientEvents> {
   private readonly node: WireNode;
   /** The response being applied: the next one waits for it (ACKs and NACKs go out in order). */
   private applying: Promise<void> = Promise.resolve();
+  private readonly delta: boolean;
+  /** Delta: the resources of the config in use, by name. */
+  private held: ReadonlyMap<string, HeldResource> = new Map();
 
   constructor(private readonly opts: XdsConfigClientOptions) {
     super();
     if (!opts.onConfig && !opts.onEncodedConfig)
       throw new Error('XdsConfigClient needs onConfig or onEncodedConfig');
     this.log = opts.logger ?? silentLogger;
+    this.delta = opts.protocol === 'delta';
     this.backoff = new ExponentialBackoff({ ...DEFAULT_BACKOFF, ...opts.backoff });
     const fields: Record<string, { stringValue: string }> = {};
     for (const [k, v] of Object.entries(opts.nodeMetadata ?? {})) fields[k] = { stringValue: v };
@@ -109,11 +129,16 @@ export class XdsConfigClient extends EventEmitter<XdsConfigClientEvents> {
     return this.acked;
   }
 
+  /** Delta: name -> version of the resources of the config in use (empty with SotW). */
+  resourceVersions(): Map<string, string> {
+    return new Map([...this.held].map(([n, r]) => [n, r.version]));
+  }
+
   start(): void {
     if (this.started) return;
     this.started = true;
     this.log.info(
-      { server: this.opts.serverUrl, node: this.opts.nodeId },
+      { server: this.opts.serverUrl, node: this.opts.nodeId, protocol: this.delta ? 'delta' : 'sotw' },
       'starting xDS client for rate limit configurations',
     );
     this.connect();
@@ -170,8 +195,21 @@ export class XdsConfigClient extends EventEmitter<XdsConfigClientEvents> {
     // the connection every connectRetryInterval (the reference dials with WithBlock).
     const md = new grpc.Metadata({ waitForReady: true });
     for (const [k, v] of Object.entries(o.additionalHeaders ?? {})) md.set(k, v);
-    const method = (client as unknown as Record<string, (md: grpc.Metadata) => AdsCall>)[ADS_STREAM_METHOD];
-    const call = method.call(client, md);
+    const methods = client as unknown as Record<string, (md: grpc.Metadata) => AnyCall>;
+    if (this.delta) {
+      const call = methods[ADS_DELTA_METHOD].call(client, md) as DeltaCall;
+      this.call = call;
+      call.on('data', (resp: WireDeltaDiscoveryResponse) => this.onDeltaResponse(call, resp));
+      call.on('error', (err: Error) => this.onStreamEnd(call, err));
+      call.on('end', () => this.onStreamEnd(call));
+      // Wildcard (an empty first subscription), with what the pod has: a server with the same
+      // content sends nothing, another sends only what differs.
+      const initialResourceVersions: Record<string, string> = {};
+      for (const [name, r] of this.held) initialResourceVersions[name] = r.version;
+      this.sendDelta(call, { node: this.node, resourceNamesSubscribe: [], initialResourceVersions });
+      return;
+    }
+    const call = methods[ADS_STREAM_METHOD].call(client, md) as AdsCall;
     this.call = call;
     call.on('data', (resp: WireDiscoveryResponse) => this.onResponse(call, resp));
     call.on('error', (err: Error) => this.onStreamEnd(call, err));
@@ -188,7 +226,15 @@ export class XdsConfigClient extends EventEmitter<XdsConfigClientEvents> {
     }
   }
 
-  private onStreamEnd(call: AdsCall, error?: Error): void {
+  private sendDelta(call: DeltaCall, req: WireDeltaDiscoveryRequest): void {
+    try {
+      call.write({ typeUrl: RATELIMIT_CONFIG_TYPE_URL, ...req });
+    } catch (err) {
+      this.log.warn({ err }, 'xDS request not sent');
+    }
+  }
+
+  private onStreamEnd(call: AnyCall, error?: Error): void {
     if (call !== this.call) return;
     this.call = undefined;
     this.client?.close();
@@ -273,6 +319,87 @@ export class XdsConfigClient extends EventEmitter<XdsConfigClientEvents> {
         responseNonce: nonce,
         errorDetail: { code: NACK_CODE, message: error },
       });
+      this.log.error({ version, message: error, keepServing: this.acked }, 'xDS config rejected');
+      this.emit('nack', { version, nonce, message: error });
+    }
+  }
+
+  private onDeltaResponse(call: DeltaCall, resp: WireDeltaDiscoveryResponse): void {
+    if (call !== this.call || this.closed) return;
+    this.backoff.reset();
+    const version = resp.systemVersionInfo ?? '';
+    const nonce = resp.nonce ?? '';
+    if (resp.typeUrl !== RATELIMIT_CONFIG_TYPE_URL) {
+      this.log.warn({ typeUrl: resp.typeUrl }, 'ignoring xDS response of an unrequested type');
+      return;
+    }
+    this.emit('response', { version, nonce, resources: resp.resources?.length ?? 0 });
+    this.applying = this.applying
+      .then(() => this.applyDelta(call, resp, version, nonce))
+      .catch((err: unknown) => this.log.error({ err }, 'xDS response not handled'));
+  }
+
+  /** Applies one delta response to a copy of what the pod has, validates the whole set, ACKs or NACKs. */
+  private async applyDelta(
+    call: DeltaCall,
+    resp: WireDeltaDiscoveryResponse,
+    version: string,
+    nonce: string,
+  ): Promise<void> {
+    if (call !== this.call || this.closed) return;
+    const next = new Map(this.held);
+    let error: string | undefined;
+    try {
+      for (const name of resp.removedResources ?? []) next.delete(name);
+      for (const [i, r] of (resp.resources ?? []).entries()) {
+        const name = r.name ?? '';
+        const any = r.resource;
+        if (name === '') throw new Error(`resource ${i}: no name`);
+        // A resource without its body is the server saying the name is unknown to it.
+        if (!any) {
+          next.delete(name);
+          continue;
+        }
+        if (any.type_url !== RATELIMIT_CONFIG_TYPE_URL) {
+          throw new Error(`resource ${JSON.stringify(name)}: unexpected type ${any.type_url ?? ''}`);
+        }
+        next.set(name, { version: r.version ?? '', value: any.value ?? new Uint8Array() });
+      }
+      // Sorted by name, as a SotW response is: the config does not depend on the arrival order.
+      const names = [...next.keys()].sort();
+      const messages = names.map((n) => next.get(n)!.value);
+      if (this.opts.onEncodedConfig) {
+        error = await this.opts.onEncodedConfig(messages, version);
+      } else {
+        const documents = messages.map((bytes) => {
+          const msg = decodeRateLimitConfig(bytes);
+          return { name: msg.name, document: rateLimitConfigToDocument(msg) };
+        });
+        error = await this.opts.onConfig!(documents, version);
+      }
+    } catch (err) {
+      error = err instanceof Error ? err.message : String(err);
+    }
+    if (this.closed) return;
+    const current = call === this.call;
+    if (error === undefined) {
+      this.held = next;
+      this.acked = version;
+      if (current) this.sendDelta(call, { responseNonce: nonce });
+      this.log.info(
+        {
+          version,
+          resources: next.size,
+          changed: resp.resources?.length ?? 0,
+          removed: resp.removedResources?.length ?? 0,
+        },
+        `xDS config applied: version ${version}`,
+      );
+      this.emit('config', { version, resources: next.size });
+      if (current) this.emit('ack', { version, nonce });
+    } else {
+      if (!current) return;
+      this.sendDelta(call, { responseNonce: nonce, errorDetail: { code: NACK_CODE, message: error } });
       this.log.error({ version, message: error, keepServing: this.acked }, 'xDS config rejected');
       this.emit('nack', { version, nonce, message: error });
     }

@@ -1,4 +1,4 @@
-// CONFIG_TYPE=GRPC_XDS_SOTW: the xDS client feeds validated configs to the app (through ConfigSourceDeps).
+// CONFIG_TYPE=GRPC_XDS_SOTW or GRPC_XDS_DELTA (incremental): the xDS client feeds validated configs to the app (through ConfigSourceDeps).
 // A config that fails validation is NACKed with the validator's message and the previous one keeps
 // serving; while disconnected the last good config keeps serving.
 // A push takes the files' path: decoded and validated on the config worker thread (ConfigParsePool), then
@@ -22,6 +22,7 @@ export async function createXdsSource(deps: ConfigSourceDeps): Promise<XdsConfig
   const worker = new ConfigParsePool({ limits: s.configYamlLimits, timeoutMs: s.configParseTimeoutMs });
   let closing = false;
   const client = new XdsConfigClient({
+    protocol: s.configType === 'GRPC_XDS_DELTA' ? 'delta' : 'sotw',
     nodeId: x.nodeId,
     // What this pod enforces beyond the reference's fields; the control plane sends nothing else.
     nodeMetadata: { ...x.nodeMetadata, [NODE_FEATURES_METADATA_KEY]: deps.features().join(',') },
