@@ -1,11 +1,10 @@
 // ADS server: envoy.service.discovery.v3.AggregatedDiscoveryService on @grpc/grpc-js, serving whatever
 // the SnapshotCache holds, state of the world (StreamAggregatedResources) and incremental
-// (DeltaAggregatedResources, responses assembled from per-resource bytes in delta.ts).
-//
-// Per stream and type URL at most one response is in flight: the next one goes out after the
-// ACK/NACK of the previous one (the request that carries the nonce we sent), as go-control-plane
-// does. A request with a nonce other than the last one sent is stale and ignored. A NACKed version
-// is never sent again on that stream.
+// (DeltaAggregatedResources). This file holds what both share: the gRPC service, listen, TLS and
+// keepalive, the open streams, the node of each (its first request), refusing and closing a stream, the
+// cache subscription and the push of each new snapshot to every stream, and the events the operator
+// reads. What a request means and what is sent is each protocol's: sotw-stream.ts and delta-stream.ts,
+// reached through StreamProtocol and reaching back through StreamHost (stream-protocol.ts).
 import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import * as grpc from '@grpc/grpc-js';
@@ -17,17 +16,20 @@ import {
   type WireDeltaDiscoveryRequest,
   type WireDiscoveryRequest,
 } from '../proto/index.js';
+import type { SnapshotCache } from './cache.js';
 import { DeltaEncoder, NOTHING, type DeltaBody, type DeltaView } from './delta.js';
-import type { ResourceSet, SnapshotCache } from './cache.js';
-import { encodeResponse, type EncodedResponse } from './response-encoding.js';
+import { SotwStreams } from './sotw-stream.js';
 import { ReloadingTlsFiles, reloadingServerCredentials, type TlsFiles } from './tls.js';
 import { silentLogger, type Logger } from '../common/index.js';
+import type { AdsServerEvents, StreamState } from './stream-state.js';
 import {
-  oversizeMessage,
-  type AdsServerEvents,
-  type StreamState,
-  type StreamTypeState,
-} from './stream-state.js';
+  OpenStream,
+  refuseOversize,
+  TypeState,
+  withheldFrom,
+  type StreamHost,
+  type StreamProtocol,
+} from './stream-protocol.js';
 
 export type { TlsFiles } from './tls.js';
 
@@ -92,11 +94,6 @@ function boundAddress(listen: string, port: number): string {
   return i < 0 ? `${listen}:${port}` : `${listen.slice(0, i)}:${port}`;
 }
 
-/** Features some resource requires that the pod did not announce, sorted. */
-function missingFeatures(required: readonly string[], announced: ReadonlySet<string>): string[] {
-  return required.length === 0 ? required.slice() : required.filter((f) => !announced.has(f));
-}
-
 /**
  * The ADS service with responses written as bytes: each version is encoded once (response-encoding.ts)
  * and the same bytes go to every stream, instead of grpc-js serializing a response object per stream.
@@ -116,22 +113,6 @@ function preencodedAdsDefinition(): grpc.ServiceDefinition {
 type AdsCall = grpc.ServerDuplexStream<WireDiscoveryRequest, Buffer>;
 type DeltaCall = grpc.ServerDuplexStream<WireDeltaDiscoveryRequest, Buffer>;
 
-class TypeState implements StreamTypeState {
-  versionSent: string | undefined;
-  nonceSent: string | undefined;
-  versionAcked: string | undefined;
-  ackedAt: Date | undefined;
-  lastNack: { version: string; message: string; at: Date } | undefined;
-  readonly nackedVersions = new Set<string>();
-  awaitingAck = false;
-  withheld: { version: string; features: readonly string[] } | undefined;
-  /** version_info of the client's last accepted request: what it runs now. */
-  clientVersion = '';
-  /** A version too large to send (reported once). */
-  oversizeVersion: string | undefined;
-  constructor(readonly typeUrl: string) {}
-}
-
 /** A type on a delta stream: the SotW record (what the operator reads) plus what the client has and wants. */
 class DeltaTypeState extends TypeState {
   /** Subscribed to every resource of the type. */
@@ -144,20 +125,6 @@ class DeltaTypeState extends TypeState {
   pendingKnown: ReadonlyMap<string, string> | undefined;
   /** The first request carried initial_resource_versions (a reconnect). */
   resumed = false;
-}
-
-class OpenStream implements StreamState {
-  nodeId = '';
-  protocol: 'sotw' | 'delta' = 'sotw';
-  features: ReadonlySet<string> = new Set();
-  readonly connectedSince = new Date();
-  readonly types = new Map<string, TypeState>();
-  closed = false;
-  constructor(
-    readonly id: number,
-    readonly peer: string,
-    readonly call: { write(b: Buffer): unknown; emit(e: 'error', err: unknown): unknown; end(): void },
-  ) {}
 }
 
 export class AdsServer extends EventEmitter<AdsServerEvents> {
@@ -173,18 +140,26 @@ export class AdsServer extends EventEmitter<AdsServerEvents> {
   private readonly onCacheChange = () => this.pushAll();
   private readonly maxSendBytes: number;
   private tlsFiles: ReloadingTlsFiles | undefined;
-  /** Each resource set's response, encoded the first time a stream is sent it. */
-  private readonly encoded = new WeakMap<ResourceSet, EncodedResponse>();
-  private encodes = 0;
+  private readonly sotw: SotwStreams;
+  private readonly host: StreamHost;
   private readonly delta: DeltaEncoder;
   private readonly deltaBounds: DeltaBounds;
-  private readonly nextNonce = () => `${this.noncePrefix}-${++this.nonceSeq}`;
 
   constructor(private readonly opts: AdsServerOptions) {
     super();
     this.cache = opts.cache;
     this.log = opts.logger ?? silentLogger;
     this.maxSendBytes = opts.maxSendMessageBytes ?? XDS_MAX_MESSAGE_BYTES;
+    const host: StreamHost = (this.host = {
+      log: this.log,
+      identifier: opts.identifier,
+      maxSendBytes: this.maxSendBytes,
+      snapshot: (nodeId) => this.cache.getSnapshot(nodeId),
+      nextNonce: () => `${this.noncePrefix}-${++this.nonceSeq}`,
+      refuse: (s, details) => this.refuse(s, details),
+      emit: (event, ...args) => this.emit(event, ...args),
+    });
+    this.sotw = new SotwStreams(host);
     this.delta = new DeltaEncoder(opts.identifier);
     this.deltaBounds = {
       maxNames: opts.delta?.maxNames ?? DEFAULT_DELTA_BOUNDS.maxNames,
@@ -199,7 +174,7 @@ export class AdsServer extends EventEmitter<AdsServerEvents> {
 
   /** Responses encoded so far: one per resource set sent, however many streams it went to. */
   get responsesEncoded(): number {
-    return this.encodes;
+    return this.sotw.responsesEncoded;
   }
 
   /** Resources encoded for delta streams so far: each once per version, however many streams get it. */
@@ -281,24 +256,30 @@ export class AdsServer extends EventEmitter<AdsServerEvents> {
   }
 
   private handleStream(call: AdsCall): void {
-    this.attach(call, 'sotw', (s, req: WireDiscoveryRequest) => this.onRequest(s, req));
+    this.attach(call, 'sotw', this.sotw);
   }
 
   private handleDeltaStream(call: DeltaCall): void {
-    this.attach(call, 'delta', (s, req: WireDeltaDiscoveryRequest) => this.onDeltaRequest(s, req));
+    this.attach(call, 'delta', {
+      onRequest: (s, req: WireDeltaDiscoveryRequest) => this.onDeltaRequest(s, req),
+      push: (s) => {
+        for (const ts of s.types.values()) this.respondDelta(s, ts as DeltaTypeState);
+      },
+    });
   }
 
-  private attach<Req>(
+  private attach<Req extends { readonly node?: WireDiscoveryRequest['node'] }>(
     call: grpc.ServerDuplexStream<Req, Buffer>,
     protocol: 'sotw' | 'delta',
-    onRequest: (s: OpenStream, req: Req) => void,
+    streams: StreamProtocol<Req>,
   ): void {
     const s = new OpenStream(++this.streamSeq, call.getPeer(), call);
     s.protocol = protocol;
     this.open.set(s.id, s);
     call.on('data', (req: Req) => {
       try {
-        onRequest(s, req);
+        if (s.closed || !this.identify(s, req.node)) return;
+        streams.onRequest(s, req);
       } catch (err) {
         this.log.error({ err, stream: s.id }, 'xDS request handling failed');
       }
@@ -314,6 +295,15 @@ export class AdsServer extends EventEmitter<AdsServerEvents> {
     call.on('error', () => this.closeStream(s));
     call.on('cancelled', () => this.closeStream(s));
     call.on('close', () => this.closeStream(s));
+  }
+
+  /** Offers the current snapshot to every open stream (a no-op for those already on it or awaiting an ACK). */
+  private pushAll(): void {
+    for (const s of this.open.values()) {
+      if (s.nodeId === '') continue;
+      if (s.protocol === 'sotw') this.sotw.push(s);
+      else for (const ts of s.types.values()) this.respondDelta(s, ts as DeltaTypeState);
+    }
   }
 
   private closeStream(s: OpenStream): void {
@@ -346,140 +336,6 @@ export class AdsServer extends EventEmitter<AdsServerEvents> {
     this.log.warn({ stream: s.id, node: s.nodeId, peer: s.peer, details }, 'xDS stream refused');
     s.call.emit('error', { code: grpc.status.INVALID_ARGUMENT, details });
     this.closeStream(s);
-  }
-
-  private onRequest(s: OpenStream, req: WireDiscoveryRequest): void {
-    if (s.closed) return;
-    if (!this.identify(s, req.node)) return;
-    const typeUrl = req.typeUrl ?? '';
-    if (typeUrl === '') {
-      this.log.warn({ stream: s.id, node: s.nodeId }, 'ignoring ADS request without type_url');
-      return;
-    }
-    let ts = s.types.get(typeUrl);
-    const firstForType = !ts;
-    if (!ts) s.types.set(typeUrl, (ts = new TypeState(typeUrl)));
-    const nonce = req.responseNonce ?? '';
-    const version = req.versionInfo ?? '';
-
-    if (ts.nonceSent !== undefined) {
-      if (nonce !== ts.nonceSent) {
-        this.log.debug(
-          { stream: s.id, node: s.nodeId, nonce, expected: ts.nonceSent },
-          'stale nonce ignored',
-        );
-        this.emit('stale', { stream: s, typeUrl, nonce });
-        return;
-      }
-      ts.awaitingAck = false;
-      if (req.errorDetail) {
-        const nacked = ts.versionSent ?? '';
-        const message = req.errorDetail.message ?? '';
-        ts.lastNack = { version: nacked, message, at: new Date() };
-        ts.nackedVersions.add(nacked);
-        this.log.warn({ stream: s.id, node: s.nodeId, version: nacked, message }, 'xDS NACK');
-        this.emit('nack', { stream: s, typeUrl, version: nacked, message });
-      } else {
-        ts.versionAcked = version;
-        ts.ackedAt = new Date();
-        this.log.debug({ stream: s.id, node: s.nodeId, version }, 'xDS ACK');
-        this.emit('ack', { stream: s, typeUrl, version, resumed: false });
-      }
-    } else if (firstForType && version !== '' && !req.errorDetail) {
-      // A pod reconnecting (maybe from another replica) tells us what it runs; with content
-      // hashed versions that is comparable with ours.
-      ts.versionAcked = version;
-      ts.ackedAt = new Date();
-      this.emit('ack', { stream: s, typeUrl, version, resumed: true });
-    }
-    ts.clientVersion = version;
-    this.respond(s, ts);
-  }
-
-  private respond(s: OpenStream, ts: TypeState): void {
-    if (s.closed || ts.awaitingAck) return;
-    const snap = this.cache.getSnapshot(s.nodeId);
-    if (!snap) return;
-    const set = snap.resourceSet(ts.typeUrl);
-    if (set.version === ts.clientVersion || ts.nackedVersions.has(set.version)) return;
-    // Never send a config that uses a feature the pod did not announce: a reference pod would ignore
-    // the fields and enforce something else (a sliding window as a fixed one, rate_limits as nothing).
-    const encoded = this.encodedResponse(set);
-    const missing = missingFeatures(encoded.requiredFeatures, s.features);
-    if (missing.length > 0) {
-      if (ts.withheld?.version !== set.version) {
-        ts.withheld = { version: set.version, features: missing };
-        this.log.warn(
-          { stream: s.id, node: s.nodeId, version: set.version, features: missing },
-          'xDS version withheld: the pod does not announce features it uses',
-        );
-        this.emit('withheld', { stream: s, typeUrl: ts.typeUrl, version: set.version, features: missing });
-      }
-      return;
-    }
-    ts.withheld = undefined;
-    if (ts.oversizeVersion === set.version) return;
-    const bytes = encoded.bytes.length;
-    if (bytes > this.maxSendBytes) {
-      // Sending it would fail the stream (or the client would refuse it) and the pod would reconnect
-      // in a loop on its old config; say so once per stream and version instead, and send nothing.
-      ts.oversizeVersion = set.version;
-      const names = set.resources.map((r) => r.name);
-      // Recorded as the stream's last refusal of that version, so whatever reports NACKs (the
-      // operator's Programmed condition on the resources of these domains) reports this too.
-      ts.lastNack = {
-        version: set.version,
-        message: oversizeMessage(bytes, this.maxSendBytes),
-        at: new Date(),
-      };
-      this.log.error(
-        { stream: s.id, node: s.nodeId, version: set.version, bytes, maxBytes: this.maxSendBytes },
-        `xDS response of ${bytes} bytes exceeds the ${this.maxSendBytes}-byte maximum (--max-send-bytes, XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES); not sent, node ${s.nodeId} keeps its config`,
-      );
-      this.emit('oversize', {
-        stream: s,
-        typeUrl: ts.typeUrl,
-        version: set.version,
-        bytes,
-        maxBytes: this.maxSendBytes,
-        resources: names,
-      });
-      return;
-    }
-    const nonce = encoded.nonce;
-    ts.versionSent = set.version;
-    ts.nonceSent = nonce;
-    ts.awaitingAck = true;
-    s.call.write(encoded.bytes);
-    this.log.debug({ stream: s.id, node: s.nodeId, version: set.version, nonce }, 'xDS response sent');
-    this.emit('response', {
-      stream: s,
-      typeUrl: ts.typeUrl,
-      version: set.version,
-      nonce,
-      resources: set.resources.length,
-    });
-  }
-
-  private encodedResponse(set: ResourceSet): EncodedResponse {
-    let e = this.encoded.get(set);
-    if (!e) {
-      e = encodeResponse(set, this.opts.identifier, `${this.noncePrefix}-${++this.nonceSeq}`);
-      this.encoded.set(set, e);
-      this.encodes++;
-    }
-    return e;
-  }
-
-  /** Offers the current snapshot to every open stream (a no-op for those already on it or awaiting an ACK). */
-  private pushAll(): void {
-    for (const s of this.open.values()) {
-      if (s.nodeId === '') continue;
-      for (const ts of s.types.values()) {
-        if (ts instanceof DeltaTypeState) this.respondDelta(s, ts);
-        else this.respond(s, ts);
-      }
-    }
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -517,8 +373,6 @@ export class AdsServer extends EventEmitter<AdsServerEvents> {
   }
 
   private onDeltaRequest(s: OpenStream, req: WireDeltaDiscoveryRequest): void {
-    if (s.closed) return;
-    if (!this.identify(s, req.node)) return;
     const typeUrl = req.typeUrl ?? '';
     if (typeUrl === '') {
       this.log.warn({ stream: s.id, node: s.nodeId }, 'ignoring delta ADS request without type_url');
@@ -617,19 +471,7 @@ export class AdsServer extends EventEmitter<AdsServerEvents> {
     const set = snap.resourceSet(ts.typeUrl);
     if (ts.nackedVersions.has(set.version)) return;
     const view = this.delta.view(set);
-    const missing = missingFeatures(view.requiredFeatures, s.features);
-    if (missing.length > 0) {
-      if (ts.withheld?.version !== set.version) {
-        ts.withheld = { version: set.version, features: missing };
-        this.log.warn(
-          { stream: s.id, node: s.nodeId, version: set.version, features: missing },
-          'xDS version withheld: the pod does not announce features it uses',
-        );
-        this.emit('withheld', { stream: s, typeUrl: ts.typeUrl, version: set.version, features: missing });
-      }
-      return;
-    }
-    ts.withheld = undefined;
+    if (withheldFrom(this.host, s, ts, set.version, view.requiredFeatures)) return;
     let body: DeltaBody;
     let after: ReadonlyMap<string, string>;
     if (ts.wildcard) {
@@ -653,7 +495,7 @@ export class AdsServer extends EventEmitter<AdsServerEvents> {
     }
     if (ts.oversizeVersion === set.version) return;
     if (!this.withinSendBound(s, ts, view, body.bytes.length)) return;
-    const { nonce, bytes } = DeltaEncoder.seal(body, this.nextNonce);
+    const { nonce, bytes } = DeltaEncoder.seal(body, this.host.nextNonce);
     ts.versionSent = set.version;
     ts.nonceSent = nonce;
     ts.awaitingAck = true;
@@ -683,21 +525,7 @@ export class AdsServer extends EventEmitter<AdsServerEvents> {
   private withinSendBound(s: OpenStream, ts: TypeState, view: DeltaView, bytes: number): boolean {
     // The nonce adds a few dozen bytes.
     if (bytes + 64 <= this.maxSendBytes) return true;
-    const version = view.set.version;
-    ts.oversizeVersion = version;
-    ts.lastNack = { version, message: oversizeMessage(bytes, this.maxSendBytes), at: new Date() };
-    this.log.error(
-      { stream: s.id, node: s.nodeId, version, bytes, maxBytes: this.maxSendBytes },
-      `xDS response of ${bytes} bytes exceeds the ${this.maxSendBytes}-byte maximum (--max-send-bytes, XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES); not sent, node ${s.nodeId} keeps its config`,
-    );
-    this.emit('oversize', {
-      stream: s,
-      typeUrl: ts.typeUrl,
-      version,
-      bytes,
-      maxBytes: this.maxSendBytes,
-      resources: view.set.resources.map((r) => r.name),
-    });
+    refuseOversize(this.host, s, ts, view.set, bytes);
     return false;
   }
 }
