@@ -11,27 +11,20 @@ import * as grpc from '@grpc/grpc-js';
 import {
   announcedFeatures,
   adsServiceDefinition,
-  DELTA_WILDCARD,
   XDS_MAX_MESSAGE_BYTES,
   type WireDeltaDiscoveryRequest,
   type WireDiscoveryRequest,
 } from '../proto/index.js';
 import type { SnapshotCache } from './cache.js';
-import { DeltaEncoder, NOTHING, type DeltaBody, type DeltaView } from './delta.js';
+import { DeltaStreams, type DeltaBounds } from './delta-stream.js';
 import { SotwStreams } from './sotw-stream.js';
 import { ReloadingTlsFiles, reloadingServerCredentials, type TlsFiles } from './tls.js';
 import { silentLogger, type Logger } from '../common/index.js';
 import type { AdsServerEvents, StreamState } from './stream-state.js';
-import {
-  OpenStream,
-  refuseOversize,
-  TypeState,
-  withheldFrom,
-  type StreamHost,
-  type StreamProtocol,
-} from './stream-protocol.js';
+import { OpenStream, type StreamHost, type StreamProtocol } from './stream-protocol.js';
 
 export type { TlsFiles } from './tls.js';
+export { DEFAULT_DELTA_BOUNDS, type DeltaBounds } from './delta-stream.js';
 
 export interface KeepaliveOptions {
   /** Server pings an idle connection after this long (default 30 s). */
@@ -66,26 +59,6 @@ export interface AdsServerOptions {
 export const DEFAULT_LISTEN = '0.0.0.0:18000';
 
 /**
- * What one delta stream may send (a request past them ends that stream with INVALID_ARGUMENT naming
- * the bound; other streams are not affected). Requests are bounded in bytes by maxReceiveMessageBytes;
- * these bound what a stream accumulates over many requests.
- */
-export interface DeltaBounds {
-  /**
-   * Names one stream subscribes to (all its requests together), and entries of its
-   * initial_resource_versions (--max-delta-names, default 50000).
-   */
-  readonly maxNames: number;
-  /** UTF-8 bytes of one name or version the client sends (--max-delta-name-bytes, default 1024). */
-  readonly maxNameBytes: number;
-}
-
-export const DEFAULT_DELTA_BOUNDS: Readonly<DeltaBounds> = Object.freeze({
-  maxNames: 50_000,
-  maxNameBytes: 1024,
-});
-
-/**
  * The address grpc-js bound for `listen` (host as given, the port it chose for port 0): what the
  * listening line names, so `0.0.0.0:18000` reads as every interface. grpc-js shows no socket address.
  */
@@ -113,20 +86,6 @@ function preencodedAdsDefinition(): grpc.ServiceDefinition {
 type AdsCall = grpc.ServerDuplexStream<WireDiscoveryRequest, Buffer>;
 type DeltaCall = grpc.ServerDuplexStream<WireDeltaDiscoveryRequest, Buffer>;
 
-/** A type on a delta stream: the SotW record (what the operator reads) plus what the client has and wants. */
-class DeltaTypeState extends TypeState {
-  /** Subscribed to every resource of the type. */
-  wildcard = false;
-  /** Names subscribed to explicitly. */
-  readonly subscribed = new Set<string>();
-  /** name -> version the client has (ACKed, or told in initial_resource_versions); shared, never mutated. */
-  known: ReadonlyMap<string, string> = NOTHING;
-  /** What the client has once it ACKs the response in flight. */
-  pendingKnown: ReadonlyMap<string, string> | undefined;
-  /** The first request carried initial_resource_versions (a reconnect). */
-  resumed = false;
-}
-
 export class AdsServer extends EventEmitter<AdsServerEvents> {
   private readonly cache: SnapshotCache;
   private readonly log: Logger;
@@ -141,16 +100,14 @@ export class AdsServer extends EventEmitter<AdsServerEvents> {
   private readonly maxSendBytes: number;
   private tlsFiles: ReloadingTlsFiles | undefined;
   private readonly sotw: SotwStreams;
-  private readonly host: StreamHost;
-  private readonly delta: DeltaEncoder;
-  private readonly deltaBounds: DeltaBounds;
+  private readonly delta: DeltaStreams;
 
   constructor(private readonly opts: AdsServerOptions) {
     super();
     this.cache = opts.cache;
     this.log = opts.logger ?? silentLogger;
     this.maxSendBytes = opts.maxSendMessageBytes ?? XDS_MAX_MESSAGE_BYTES;
-    const host: StreamHost = (this.host = {
+    const host: StreamHost = {
       log: this.log,
       identifier: opts.identifier,
       maxSendBytes: this.maxSendBytes,
@@ -158,13 +115,9 @@ export class AdsServer extends EventEmitter<AdsServerEvents> {
       nextNonce: () => `${this.noncePrefix}-${++this.nonceSeq}`,
       refuse: (s, details) => this.refuse(s, details),
       emit: (event, ...args) => this.emit(event, ...args),
-    });
-    this.sotw = new SotwStreams(host);
-    this.delta = new DeltaEncoder(opts.identifier);
-    this.deltaBounds = {
-      maxNames: opts.delta?.maxNames ?? DEFAULT_DELTA_BOUNDS.maxNames,
-      maxNameBytes: opts.delta?.maxNameBytes ?? DEFAULT_DELTA_BOUNDS.maxNameBytes,
     };
+    this.sotw = new SotwStreams(host);
+    this.delta = new DeltaStreams(host, opts.delta);
   }
 
   /** Port bound by start(). */
@@ -260,12 +213,7 @@ export class AdsServer extends EventEmitter<AdsServerEvents> {
   }
 
   private handleDeltaStream(call: DeltaCall): void {
-    this.attach(call, 'delta', {
-      onRequest: (s, req: WireDeltaDiscoveryRequest) => this.onDeltaRequest(s, req),
-      push: (s) => {
-        for (const ts of s.types.values()) this.respondDelta(s, ts as DeltaTypeState);
-      },
-    });
+    this.attach(call, 'delta', this.delta);
   }
 
   private attach<Req extends { readonly node?: WireDiscoveryRequest['node'] }>(
@@ -301,8 +249,7 @@ export class AdsServer extends EventEmitter<AdsServerEvents> {
   private pushAll(): void {
     for (const s of this.open.values()) {
       if (s.nodeId === '') continue;
-      if (s.protocol === 'sotw') this.sotw.push(s);
-      else for (const ts of s.types.values()) this.respondDelta(s, ts as DeltaTypeState);
+      (s.protocol === 'delta' ? this.delta : this.sotw).push(s);
     }
   }
 
@@ -337,203 +284,4 @@ export class AdsServer extends EventEmitter<AdsServerEvents> {
     s.call.emit('error', { code: grpc.status.INVALID_ARGUMENT, details });
     this.closeStream(s);
   }
-
-  // ---------------------------------------------------------------------------------------------
-  // Delta (incremental) streams. The ACK bookkeeping is the SotW one (TypeState: versionSent,
-  // versionAcked, lastNack, the ack/nack events) with system_version_info as the version, so whatever
-  // reads which pod runs which snapshot version reads delta pods the same way.
-
-  /** The first bound a delta request breaks, as the refusal message; undefined when within them. */
-  private deltaOverBound(ts: DeltaTypeState | undefined, req: WireDeltaDiscoveryRequest): string | undefined {
-    const b = this.deltaBounds;
-    const sub = req.resourceNamesSubscribe ?? [];
-    const unsub = req.resourceNamesUnsubscribe ?? [];
-    const initial = req.initialResourceVersions ? Object.entries(req.initialResourceVersions) : [];
-    if (sub.length + unsub.length > b.maxNames || initial.length > b.maxNames) {
-      return `more than ${b.maxNames} resource names in one request (--max-delta-names)`;
-    }
-    for (const n of sub) if (Buffer.byteLength(n) > b.maxNameBytes) return this.nameTooLong(n);
-    for (const n of unsub) if (Buffer.byteLength(n) > b.maxNameBytes) return this.nameTooLong(n);
-    for (const [n, v] of initial) {
-      if (Buffer.byteLength(n) > b.maxNameBytes) return this.nameTooLong(n);
-      if (Buffer.byteLength(v) > b.maxNameBytes) {
-        return `initial_resource_versions: a version of more than ${b.maxNameBytes} bytes (--max-delta-name-bytes)`;
-      }
-    }
-    let added = 0;
-    for (const n of sub) if (n !== DELTA_WILDCARD && !ts?.subscribed.has(n)) added++;
-    if ((ts?.subscribed.size ?? 0) + added > b.maxNames) {
-      return `more than ${b.maxNames} resource names subscribed on one stream (--max-delta-names)`;
-    }
-    return undefined;
-  }
-
-  private nameTooLong(name: string): string {
-    return `a resource name of ${Buffer.byteLength(name)} bytes, more than ${this.deltaBounds.maxNameBytes} (--max-delta-name-bytes)`;
-  }
-
-  private onDeltaRequest(s: OpenStream, req: WireDeltaDiscoveryRequest): void {
-    const typeUrl = req.typeUrl ?? '';
-    if (typeUrl === '') {
-      this.log.warn({ stream: s.id, node: s.nodeId }, 'ignoring delta ADS request without type_url');
-      return;
-    }
-    const existing = s.types.get(typeUrl) as DeltaTypeState | undefined;
-    const over = this.deltaOverBound(existing, req);
-    if (over !== undefined) {
-      this.refuse(s, over);
-      return;
-    }
-    let ts = existing;
-    if (!ts) {
-      s.types.set(typeUrl, (ts = new DeltaTypeState(typeUrl)));
-      this.subscribe(ts, req, true);
-    } else {
-      this.subscribe(ts, req, false);
-    }
-
-    const nonce = req.responseNonce ?? '';
-    if (nonce !== '') {
-      if (nonce !== ts.nonceSent) {
-        this.log.debug(
-          { stream: s.id, node: s.nodeId, nonce, expected: ts.nonceSent },
-          'stale nonce ignored',
-        );
-        this.emit('stale', { stream: s, typeUrl, nonce });
-      } else if (ts.awaitingAck) {
-        ts.awaitingAck = false;
-        const version = ts.versionSent ?? '';
-        if (req.errorDetail) {
-          // The client kept what it had: so do we.
-          ts.pendingKnown = undefined;
-          const message = req.errorDetail.message ?? '';
-          ts.lastNack = { version, message, at: new Date() };
-          ts.nackedVersions.add(version);
-          this.log.warn({ stream: s.id, node: s.nodeId, version, message }, 'xDS NACK');
-          this.emit('nack', { stream: s, typeUrl, version, message });
-        } else {
-          ts.known = ts.pendingKnown ?? ts.known;
-          ts.pendingKnown = undefined;
-          ts.versionAcked = version;
-          ts.ackedAt = new Date();
-          ts.clientVersion = version;
-          this.log.debug({ stream: s.id, node: s.nodeId, version }, 'xDS ACK');
-          this.emit('ack', { stream: s, typeUrl, version, resumed: false });
-        }
-      }
-    }
-    this.respondDelta(s, ts);
-  }
-
-  /** Applies a request's subscribe/unsubscribe lists (and, on the first, initial_resource_versions). */
-  private subscribe(ts: DeltaTypeState, req: WireDeltaDiscoveryRequest, first: boolean): void {
-    const sub = req.resourceNamesSubscribe ?? [];
-    const unsub = req.resourceNamesUnsubscribe ?? [];
-    // An empty first subscription is the legacy wildcard: every resource of the type.
-    if (first && sub.length === 0) ts.wildcard = true;
-    let forget: string[] | undefined;
-    for (const n of sub) {
-      if (n === DELTA_WILDCARD) {
-        ts.wildcard = true;
-        continue;
-      }
-      ts.subscribed.add(n);
-      // A later subscription to a name is a request to be sent it, whatever we think it has.
-      if (!first) (forget ??= []).push(n);
-    }
-    for (const n of unsub) {
-      if (n === DELTA_WILDCARD) {
-        ts.wildcard = false;
-        continue;
-      }
-      ts.subscribed.delete(n);
-      // The client dropped it; a wildcard stream still gets every resource, so nothing changes there.
-      if (!ts.wildcard) (forget ??= []).push(n);
-    }
-    if (first && req.initialResourceVersions) {
-      const initial = new Map<string, string>();
-      for (const [n, v] of Object.entries(req.initialResourceVersions)) initial.set(n, v);
-      if (initial.size > 0) {
-        ts.known = initial;
-        ts.resumed = true;
-      }
-    }
-    if (forget) {
-      ts.known = without(ts.known, forget);
-      if (ts.pendingKnown) ts.pendingKnown = without(ts.pendingKnown, forget);
-    }
-  }
-
-  private respondDelta(s: OpenStream, ts: DeltaTypeState): void {
-    if (s.closed || ts.awaitingAck) return;
-    const snap = this.cache.getSnapshot(s.nodeId);
-    if (!snap) return;
-    const set = snap.resourceSet(ts.typeUrl);
-    if (ts.nackedVersions.has(set.version)) return;
-    const view = this.delta.view(set);
-    if (withheldFrom(this.host, s, ts, set.version, view.requiredFeatures)) return;
-    let body: DeltaBody;
-    let after: ReadonlyMap<string, string>;
-    if (ts.wildcard) {
-      body = this.delta.wildcardBody(ts.known, view);
-      after = view.versions;
-    } else {
-      ({ body, after } = this.delta.subscribedBody(ts.known, ts.subscribed, view));
-    }
-    if (body.added === 0 && body.removed.length === 0) {
-      if (ts.versionAcked === set.version) return;
-      if (ts.nonceSent === undefined && ts.resumed) {
-        // A pod reconnecting with exactly what the snapshot holds runs this version: nothing to send.
-        ts.known = after;
-        ts.versionAcked = set.version;
-        ts.clientVersion = set.version;
-        ts.ackedAt = new Date();
-        this.emit('ack', { stream: s, typeUrl: ts.typeUrl, version: set.version, resumed: true });
-        return;
-      }
-      // Otherwise an empty response moves the pod to this version (and its ACK says it got there).
-    }
-    if (ts.oversizeVersion === set.version) return;
-    if (!this.withinSendBound(s, ts, view, body.bytes.length)) return;
-    const { nonce, bytes } = DeltaEncoder.seal(body, this.host.nextNonce);
-    ts.versionSent = set.version;
-    ts.nonceSent = nonce;
-    ts.awaitingAck = true;
-    ts.pendingKnown = after;
-    s.call.write(bytes);
-    this.log.debug(
-      {
-        stream: s.id,
-        node: s.nodeId,
-        version: set.version,
-        nonce,
-        added: body.added,
-        removed: body.removed.length,
-      },
-      'xDS delta response sent',
-    );
-    this.emit('response', {
-      stream: s,
-      typeUrl: ts.typeUrl,
-      version: set.version,
-      nonce,
-      resources: body.added,
-    });
-  }
-
-  /** As SotW: a response past the send bound is not sent, recorded once per version as its refusal. */
-  private withinSendBound(s: OpenStream, ts: TypeState, view: DeltaView, bytes: number): boolean {
-    // The nonce adds a few dozen bytes.
-    if (bytes + 64 <= this.maxSendBytes) return true;
-    refuseOversize(this.host, s, ts, view.set, bytes);
-    return false;
-  }
-}
-
-/** A copy of `m` without `names` (the maps a stream holds are shared and never changed in place). */
-function without(m: ReadonlyMap<string, string>, names: readonly string[]): ReadonlyMap<string, string> {
-  if (!names.some((n) => m.has(n))) return m;
-  const copy = new Map(m);
-  for (const n of names) copy.delete(n);
-  return copy;
 }
