@@ -1,35 +1,30 @@
 // ADS server: envoy.service.discovery.v3.AggregatedDiscoveryService on @grpc/grpc-js, serving whatever
 // the SnapshotCache holds, state of the world (StreamAggregatedResources) and incremental
-// (DeltaAggregatedResources, responses assembled from per-resource bytes in delta.ts).
-//
-// Per stream and type URL at most one response is in flight: the next one goes out after the
-// ACK/NACK of the previous one (the request that carries the nonce we sent), as go-control-plane
-// does. A request with a nonce other than the last one sent is stale and ignored. A NACKed version
-// is never sent again on that stream.
+// (DeltaAggregatedResources). This file holds what both share: the gRPC service, listen, TLS and
+// keepalive, the open streams, the node of each (its first request), refusing and closing a stream, the
+// cache subscription and the push of each new snapshot to every stream, and the events the operator
+// reads. What a request means and what is sent is each protocol's: sotw-stream.ts and delta-stream.ts,
+// reached through StreamProtocol and reaching back through StreamHost (stream-protocol.ts).
 import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import * as grpc from '@grpc/grpc-js';
 import {
   announcedFeatures,
   adsServiceDefinition,
-  DELTA_WILDCARD,
   XDS_MAX_MESSAGE_BYTES,
   type WireDeltaDiscoveryRequest,
   type WireDiscoveryRequest,
 } from '../proto/index.js';
-import { DeltaEncoder, NOTHING, type DeltaBody, type DeltaView } from './delta.js';
-import type { ResourceSet, SnapshotCache } from './cache.js';
-import { encodeResponse, type EncodedResponse } from './response-encoding.js';
+import type { SnapshotCache } from './cache.js';
+import { DeltaStreams, type DeltaBounds } from './delta-stream.js';
+import { SotwStreams } from './sotw-stream.js';
 import { ReloadingTlsFiles, reloadingServerCredentials, type TlsFiles } from './tls.js';
 import { silentLogger, type Logger } from '../common/index.js';
-import {
-  oversizeMessage,
-  type AdsServerEvents,
-  type StreamState,
-  type StreamTypeState,
-} from './stream-state.js';
+import type { AdsServerEvents, StreamState } from './stream-state.js';
+import { OpenStream, type StreamHost, type StreamProtocol } from './stream-protocol.js';
 
 export type { TlsFiles } from './tls.js';
+export { DEFAULT_DELTA_BOUNDS, type DeltaBounds } from './delta-stream.js';
 
 export interface KeepaliveOptions {
   /** Server pings an idle connection after this long (default 30 s). */
@@ -64,37 +59,12 @@ export interface AdsServerOptions {
 export const DEFAULT_LISTEN = '0.0.0.0:18000';
 
 /**
- * What one delta stream may send (a request past them ends that stream with INVALID_ARGUMENT naming
- * the bound; other streams are not affected). Requests are bounded in bytes by maxReceiveMessageBytes;
- * these bound what a stream accumulates over many requests.
- */
-export interface DeltaBounds {
-  /**
-   * Names one stream subscribes to (all its requests together), and entries of its
-   * initial_resource_versions (--max-delta-names, default 50000).
-   */
-  readonly maxNames: number;
-  /** UTF-8 bytes of one name or version the client sends (--max-delta-name-bytes, default 1024). */
-  readonly maxNameBytes: number;
-}
-
-export const DEFAULT_DELTA_BOUNDS: Readonly<DeltaBounds> = Object.freeze({
-  maxNames: 50_000,
-  maxNameBytes: 1024,
-});
-
-/**
  * The address grpc-js bound for `listen` (host as given, the port it chose for port 0): what the
  * listening line names, so `0.0.0.0:18000` reads as every interface. grpc-js shows no socket address.
  */
 function boundAddress(listen: string, port: number): string {
   const i = listen.lastIndexOf(':');
   return i < 0 ? `${listen}:${port}` : `${listen.slice(0, i)}:${port}`;
-}
-
-/** Features some resource requires that the pod did not announce, sorted. */
-function missingFeatures(required: readonly string[], announced: ReadonlySet<string>): string[] {
-  return required.length === 0 ? required.slice() : required.filter((f) => !announced.has(f));
 }
 
 /**
@@ -116,50 +86,6 @@ function preencodedAdsDefinition(): grpc.ServiceDefinition {
 type AdsCall = grpc.ServerDuplexStream<WireDiscoveryRequest, Buffer>;
 type DeltaCall = grpc.ServerDuplexStream<WireDeltaDiscoveryRequest, Buffer>;
 
-class TypeState implements StreamTypeState {
-  versionSent: string | undefined;
-  nonceSent: string | undefined;
-  versionAcked: string | undefined;
-  ackedAt: Date | undefined;
-  lastNack: { version: string; message: string; at: Date } | undefined;
-  readonly nackedVersions = new Set<string>();
-  awaitingAck = false;
-  withheld: { version: string; features: readonly string[] } | undefined;
-  /** version_info of the client's last accepted request: what it runs now. */
-  clientVersion = '';
-  /** A version too large to send (reported once). */
-  oversizeVersion: string | undefined;
-  constructor(readonly typeUrl: string) {}
-}
-
-/** A type on a delta stream: the SotW record (what the operator reads) plus what the client has and wants. */
-class DeltaTypeState extends TypeState {
-  /** Subscribed to every resource of the type. */
-  wildcard = false;
-  /** Names subscribed to explicitly. */
-  readonly subscribed = new Set<string>();
-  /** name -> version the client has (ACKed, or told in initial_resource_versions); shared, never mutated. */
-  known: ReadonlyMap<string, string> = NOTHING;
-  /** What the client has once it ACKs the response in flight. */
-  pendingKnown: ReadonlyMap<string, string> | undefined;
-  /** The first request carried initial_resource_versions (a reconnect). */
-  resumed = false;
-}
-
-class OpenStream implements StreamState {
-  nodeId = '';
-  protocol: 'sotw' | 'delta' = 'sotw';
-  features: ReadonlySet<string> = new Set();
-  readonly connectedSince = new Date();
-  readonly types = new Map<string, TypeState>();
-  closed = false;
-  constructor(
-    readonly id: number,
-    readonly peer: string,
-    readonly call: { write(b: Buffer): unknown; emit(e: 'error', err: unknown): unknown; end(): void },
-  ) {}
-}
-
 export class AdsServer extends EventEmitter<AdsServerEvents> {
   private readonly cache: SnapshotCache;
   private readonly log: Logger;
@@ -173,23 +99,25 @@ export class AdsServer extends EventEmitter<AdsServerEvents> {
   private readonly onCacheChange = () => this.pushAll();
   private readonly maxSendBytes: number;
   private tlsFiles: ReloadingTlsFiles | undefined;
-  /** Each resource set's response, encoded the first time a stream is sent it. */
-  private readonly encoded = new WeakMap<ResourceSet, EncodedResponse>();
-  private encodes = 0;
-  private readonly delta: DeltaEncoder;
-  private readonly deltaBounds: DeltaBounds;
-  private readonly nextNonce = () => `${this.noncePrefix}-${++this.nonceSeq}`;
+  private readonly sotw: SotwStreams;
+  private readonly delta: DeltaStreams;
 
   constructor(private readonly opts: AdsServerOptions) {
     super();
     this.cache = opts.cache;
     this.log = opts.logger ?? silentLogger;
     this.maxSendBytes = opts.maxSendMessageBytes ?? XDS_MAX_MESSAGE_BYTES;
-    this.delta = new DeltaEncoder(opts.identifier);
-    this.deltaBounds = {
-      maxNames: opts.delta?.maxNames ?? DEFAULT_DELTA_BOUNDS.maxNames,
-      maxNameBytes: opts.delta?.maxNameBytes ?? DEFAULT_DELTA_BOUNDS.maxNameBytes,
+    const host: StreamHost = {
+      log: this.log,
+      identifier: opts.identifier,
+      maxSendBytes: this.maxSendBytes,
+      snapshot: (nodeId) => this.cache.getSnapshot(nodeId),
+      nextNonce: () => `${this.noncePrefix}-${++this.nonceSeq}`,
+      refuse: (s, details) => this.refuse(s, details),
+      emit: (event, ...args) => this.emit(event, ...args),
     };
+    this.sotw = new SotwStreams(host);
+    this.delta = new DeltaStreams(host, opts.delta);
   }
 
   /** Port bound by start(). */
@@ -199,7 +127,7 @@ export class AdsServer extends EventEmitter<AdsServerEvents> {
 
   /** Responses encoded so far: one per resource set sent, however many streams it went to. */
   get responsesEncoded(): number {
-    return this.encodes;
+    return this.sotw.responsesEncoded;
   }
 
   /** Resources encoded for delta streams so far: each once per version, however many streams get it. */
@@ -281,24 +209,25 @@ export class AdsServer extends EventEmitter<AdsServerEvents> {
   }
 
   private handleStream(call: AdsCall): void {
-    this.attach(call, 'sotw', (s, req: WireDiscoveryRequest) => this.onRequest(s, req));
+    this.attach(call, 'sotw', this.sotw);
   }
 
   private handleDeltaStream(call: DeltaCall): void {
-    this.attach(call, 'delta', (s, req: WireDeltaDiscoveryRequest) => this.onDeltaRequest(s, req));
+    this.attach(call, 'delta', this.delta);
   }
 
-  private attach<Req>(
+  private attach<Req extends { readonly node?: WireDiscoveryRequest['node'] }>(
     call: grpc.ServerDuplexStream<Req, Buffer>,
     protocol: 'sotw' | 'delta',
-    onRequest: (s: OpenStream, req: Req) => void,
+    streams: StreamProtocol<Req>,
   ): void {
     const s = new OpenStream(++this.streamSeq, call.getPeer(), call);
     s.protocol = protocol;
     this.open.set(s.id, s);
     call.on('data', (req: Req) => {
       try {
-        onRequest(s, req);
+        if (s.closed || !this.identify(s, req.node)) return;
+        streams.onRequest(s, req);
       } catch (err) {
         this.log.error({ err, stream: s.id }, 'xDS request handling failed');
       }
@@ -314,6 +243,14 @@ export class AdsServer extends EventEmitter<AdsServerEvents> {
     call.on('error', () => this.closeStream(s));
     call.on('cancelled', () => this.closeStream(s));
     call.on('close', () => this.closeStream(s));
+  }
+
+  /** Offers the current snapshot to every open stream (a no-op for those already on it or awaiting an ACK). */
+  private pushAll(): void {
+    for (const s of this.open.values()) {
+      if (s.nodeId === '') continue;
+      (s.protocol === 'delta' ? this.delta : this.sotw).push(s);
+    }
   }
 
   private closeStream(s: OpenStream): void {
@@ -347,365 +284,4 @@ export class AdsServer extends EventEmitter<AdsServerEvents> {
     s.call.emit('error', { code: grpc.status.INVALID_ARGUMENT, details });
     this.closeStream(s);
   }
-
-  private onRequest(s: OpenStream, req: WireDiscoveryRequest): void {
-    if (s.closed) return;
-    if (!this.identify(s, req.node)) return;
-    const typeUrl = req.typeUrl ?? '';
-    if (typeUrl === '') {
-      this.log.warn({ stream: s.id, node: s.nodeId }, 'ignoring ADS request without type_url');
-      return;
-    }
-    let ts = s.types.get(typeUrl);
-    const firstForType = !ts;
-    if (!ts) s.types.set(typeUrl, (ts = new TypeState(typeUrl)));
-    const nonce = req.responseNonce ?? '';
-    const version = req.versionInfo ?? '';
-
-    if (ts.nonceSent !== undefined) {
-      if (nonce !== ts.nonceSent) {
-        this.log.debug(
-          { stream: s.id, node: s.nodeId, nonce, expected: ts.nonceSent },
-          'stale nonce ignored',
-        );
-        this.emit('stale', { stream: s, typeUrl, nonce });
-        return;
-      }
-      ts.awaitingAck = false;
-      if (req.errorDetail) {
-        const nacked = ts.versionSent ?? '';
-        const message = req.errorDetail.message ?? '';
-        ts.lastNack = { version: nacked, message, at: new Date() };
-        ts.nackedVersions.add(nacked);
-        this.log.warn({ stream: s.id, node: s.nodeId, version: nacked, message }, 'xDS NACK');
-        this.emit('nack', { stream: s, typeUrl, version: nacked, message });
-      } else {
-        ts.versionAcked = version;
-        ts.ackedAt = new Date();
-        this.log.debug({ stream: s.id, node: s.nodeId, version }, 'xDS ACK');
-        this.emit('ack', { stream: s, typeUrl, version, resumed: false });
-      }
-    } else if (firstForType && version !== '' && !req.errorDetail) {
-      // A pod reconnecting (maybe from another replica) tells us what it runs; with content
-      // hashed versions that is comparable with ours.
-      ts.versionAcked = version;
-      ts.ackedAt = new Date();
-      this.emit('ack', { stream: s, typeUrl, version, resumed: true });
-    }
-    ts.clientVersion = version;
-    this.respond(s, ts);
-  }
-
-  private respond(s: OpenStream, ts: TypeState): void {
-    if (s.closed || ts.awaitingAck) return;
-    const snap = this.cache.getSnapshot(s.nodeId);
-    if (!snap) return;
-    const set = snap.resourceSet(ts.typeUrl);
-    if (set.version === ts.clientVersion || ts.nackedVersions.has(set.version)) return;
-    // Never send a config that uses a feature the pod did not announce: a reference pod would ignore
-    // the fields and enforce something else (a sliding window as a fixed one, rate_limits as nothing).
-    const encoded = this.encodedResponse(set);
-    const missing = missingFeatures(encoded.requiredFeatures, s.features);
-    if (missing.length > 0) {
-      if (ts.withheld?.version !== set.version) {
-        ts.withheld = { version: set.version, features: missing };
-        this.log.warn(
-          { stream: s.id, node: s.nodeId, version: set.version, features: missing },
-          'xDS version withheld: the pod does not announce features it uses',
-        );
-        this.emit('withheld', { stream: s, typeUrl: ts.typeUrl, version: set.version, features: missing });
-      }
-      return;
-    }
-    ts.withheld = undefined;
-    if (ts.oversizeVersion === set.version) return;
-    const bytes = encoded.bytes.length;
-    if (bytes > this.maxSendBytes) {
-      // Sending it would fail the stream (or the client would refuse it) and the pod would reconnect
-      // in a loop on its old config; say so once per stream and version instead, and send nothing.
-      ts.oversizeVersion = set.version;
-      const names = set.resources.map((r) => r.name);
-      // Recorded as the stream's last refusal of that version, so whatever reports NACKs (the
-      // operator's Programmed condition on the resources of these domains) reports this too.
-      ts.lastNack = {
-        version: set.version,
-        message: oversizeMessage(bytes, this.maxSendBytes),
-        at: new Date(),
-      };
-      this.log.error(
-        { stream: s.id, node: s.nodeId, version: set.version, bytes, maxBytes: this.maxSendBytes },
-        `xDS response of ${bytes} bytes exceeds the ${this.maxSendBytes}-byte maximum (--max-send-bytes, XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES); not sent, node ${s.nodeId} keeps its config`,
-      );
-      this.emit('oversize', {
-        stream: s,
-        typeUrl: ts.typeUrl,
-        version: set.version,
-        bytes,
-        maxBytes: this.maxSendBytes,
-        resources: names,
-      });
-      return;
-    }
-    const nonce = encoded.nonce;
-    ts.versionSent = set.version;
-    ts.nonceSent = nonce;
-    ts.awaitingAck = true;
-    s.call.write(encoded.bytes);
-    this.log.debug({ stream: s.id, node: s.nodeId, version: set.version, nonce }, 'xDS response sent');
-    this.emit('response', {
-      stream: s,
-      typeUrl: ts.typeUrl,
-      version: set.version,
-      nonce,
-      resources: set.resources.length,
-    });
-  }
-
-  private encodedResponse(set: ResourceSet): EncodedResponse {
-    let e = this.encoded.get(set);
-    if (!e) {
-      e = encodeResponse(set, this.opts.identifier, `${this.noncePrefix}-${++this.nonceSeq}`);
-      this.encoded.set(set, e);
-      this.encodes++;
-    }
-    return e;
-  }
-
-  /** Offers the current snapshot to every open stream (a no-op for those already on it or awaiting an ACK). */
-  private pushAll(): void {
-    for (const s of this.open.values()) {
-      if (s.nodeId === '') continue;
-      for (const ts of s.types.values()) {
-        if (ts instanceof DeltaTypeState) this.respondDelta(s, ts);
-        else this.respond(s, ts);
-      }
-    }
-  }
-
-  // ---------------------------------------------------------------------------------------------
-  // Delta (incremental) streams. The ACK bookkeeping is the SotW one (TypeState: versionSent,
-  // versionAcked, lastNack, the ack/nack events) with system_version_info as the version, so whatever
-  // reads which pod runs which snapshot version reads delta pods the same way.
-
-  /** The first bound a delta request breaks, as the refusal message; undefined when within them. */
-  private deltaOverBound(ts: DeltaTypeState | undefined, req: WireDeltaDiscoveryRequest): string | undefined {
-    const b = this.deltaBounds;
-    const sub = req.resourceNamesSubscribe ?? [];
-    const unsub = req.resourceNamesUnsubscribe ?? [];
-    const initial = req.initialResourceVersions ? Object.entries(req.initialResourceVersions) : [];
-    if (sub.length + unsub.length > b.maxNames || initial.length > b.maxNames) {
-      return `more than ${b.maxNames} resource names in one request (--max-delta-names)`;
-    }
-    for (const n of sub) if (Buffer.byteLength(n) > b.maxNameBytes) return this.nameTooLong(n);
-    for (const n of unsub) if (Buffer.byteLength(n) > b.maxNameBytes) return this.nameTooLong(n);
-    for (const [n, v] of initial) {
-      if (Buffer.byteLength(n) > b.maxNameBytes) return this.nameTooLong(n);
-      if (Buffer.byteLength(v) > b.maxNameBytes) {
-        return `initial_resource_versions: a version of more than ${b.maxNameBytes} bytes (--max-delta-name-bytes)`;
-      }
-    }
-    let added = 0;
-    for (const n of sub) if (n !== DELTA_WILDCARD && !ts?.subscribed.has(n)) added++;
-    if ((ts?.subscribed.size ?? 0) + added > b.maxNames) {
-      return `more than ${b.maxNames} resource names subscribed on one stream (--max-delta-names)`;
-    }
-    return undefined;
-  }
-
-  private nameTooLong(name: string): string {
-    return `a resource name of ${Buffer.byteLength(name)} bytes, more than ${this.deltaBounds.maxNameBytes} (--max-delta-name-bytes)`;
-  }
-
-  private onDeltaRequest(s: OpenStream, req: WireDeltaDiscoveryRequest): void {
-    if (s.closed) return;
-    if (!this.identify(s, req.node)) return;
-    const typeUrl = req.typeUrl ?? '';
-    if (typeUrl === '') {
-      this.log.warn({ stream: s.id, node: s.nodeId }, 'ignoring delta ADS request without type_url');
-      return;
-    }
-    const existing = s.types.get(typeUrl) as DeltaTypeState | undefined;
-    const over = this.deltaOverBound(existing, req);
-    if (over !== undefined) {
-      this.refuse(s, over);
-      return;
-    }
-    let ts = existing;
-    if (!ts) {
-      s.types.set(typeUrl, (ts = new DeltaTypeState(typeUrl)));
-      this.subscribe(ts, req, true);
-    } else {
-      this.subscribe(ts, req, false);
-    }
-
-    const nonce = req.responseNonce ?? '';
-    if (nonce !== '') {
-      if (nonce !== ts.nonceSent) {
-        this.log.debug(
-          { stream: s.id, node: s.nodeId, nonce, expected: ts.nonceSent },
-          'stale nonce ignored',
-        );
-        this.emit('stale', { stream: s, typeUrl, nonce });
-      } else if (ts.awaitingAck) {
-        ts.awaitingAck = false;
-        const version = ts.versionSent ?? '';
-        if (req.errorDetail) {
-          // The client kept what it had: so do we.
-          ts.pendingKnown = undefined;
-          const message = req.errorDetail.message ?? '';
-          ts.lastNack = { version, message, at: new Date() };
-          ts.nackedVersions.add(version);
-          this.log.warn({ stream: s.id, node: s.nodeId, version, message }, 'xDS NACK');
-          this.emit('nack', { stream: s, typeUrl, version, message });
-        } else {
-          ts.known = ts.pendingKnown ?? ts.known;
-          ts.pendingKnown = undefined;
-          ts.versionAcked = version;
-          ts.ackedAt = new Date();
-          ts.clientVersion = version;
-          this.log.debug({ stream: s.id, node: s.nodeId, version }, 'xDS ACK');
-          this.emit('ack', { stream: s, typeUrl, version, resumed: false });
-        }
-      }
-    }
-    this.respondDelta(s, ts);
-  }
-
-  /** Applies a request's subscribe/unsubscribe lists (and, on the first, initial_resource_versions). */
-  private subscribe(ts: DeltaTypeState, req: WireDeltaDiscoveryRequest, first: boolean): void {
-    const sub = req.resourceNamesSubscribe ?? [];
-    const unsub = req.resourceNamesUnsubscribe ?? [];
-    // An empty first subscription is the legacy wildcard: every resource of the type.
-    if (first && sub.length === 0) ts.wildcard = true;
-    let forget: string[] | undefined;
-    for (const n of sub) {
-      if (n === DELTA_WILDCARD) {
-        ts.wildcard = true;
-        continue;
-      }
-      ts.subscribed.add(n);
-      // A later subscription to a name is a request to be sent it, whatever we think it has.
-      if (!first) (forget ??= []).push(n);
-    }
-    for (const n of unsub) {
-      if (n === DELTA_WILDCARD) {
-        ts.wildcard = false;
-        continue;
-      }
-      ts.subscribed.delete(n);
-      // The client dropped it; a wildcard stream still gets every resource, so nothing changes there.
-      if (!ts.wildcard) (forget ??= []).push(n);
-    }
-    if (first && req.initialResourceVersions) {
-      const initial = new Map<string, string>();
-      for (const [n, v] of Object.entries(req.initialResourceVersions)) initial.set(n, v);
-      if (initial.size > 0) {
-        ts.known = initial;
-        ts.resumed = true;
-      }
-    }
-    if (forget) {
-      ts.known = without(ts.known, forget);
-      if (ts.pendingKnown) ts.pendingKnown = without(ts.pendingKnown, forget);
-    }
-  }
-
-  private respondDelta(s: OpenStream, ts: DeltaTypeState): void {
-    if (s.closed || ts.awaitingAck) return;
-    const snap = this.cache.getSnapshot(s.nodeId);
-    if (!snap) return;
-    const set = snap.resourceSet(ts.typeUrl);
-    if (ts.nackedVersions.has(set.version)) return;
-    const view = this.delta.view(set);
-    const missing = missingFeatures(view.requiredFeatures, s.features);
-    if (missing.length > 0) {
-      if (ts.withheld?.version !== set.version) {
-        ts.withheld = { version: set.version, features: missing };
-        this.log.warn(
-          { stream: s.id, node: s.nodeId, version: set.version, features: missing },
-          'xDS version withheld: the pod does not announce features it uses',
-        );
-        this.emit('withheld', { stream: s, typeUrl: ts.typeUrl, version: set.version, features: missing });
-      }
-      return;
-    }
-    ts.withheld = undefined;
-    let body: DeltaBody;
-    let after: ReadonlyMap<string, string>;
-    if (ts.wildcard) {
-      body = this.delta.wildcardBody(ts.known, view);
-      after = view.versions;
-    } else {
-      ({ body, after } = this.delta.subscribedBody(ts.known, ts.subscribed, view));
-    }
-    if (body.added === 0 && body.removed.length === 0) {
-      if (ts.versionAcked === set.version) return;
-      if (ts.nonceSent === undefined && ts.resumed) {
-        // A pod reconnecting with exactly what the snapshot holds runs this version: nothing to send.
-        ts.known = after;
-        ts.versionAcked = set.version;
-        ts.clientVersion = set.version;
-        ts.ackedAt = new Date();
-        this.emit('ack', { stream: s, typeUrl: ts.typeUrl, version: set.version, resumed: true });
-        return;
-      }
-      // Otherwise an empty response moves the pod to this version (and its ACK says it got there).
-    }
-    if (ts.oversizeVersion === set.version) return;
-    if (!this.withinSendBound(s, ts, view, body.bytes.length)) return;
-    const { nonce, bytes } = DeltaEncoder.seal(body, this.nextNonce);
-    ts.versionSent = set.version;
-    ts.nonceSent = nonce;
-    ts.awaitingAck = true;
-    ts.pendingKnown = after;
-    s.call.write(bytes);
-    this.log.debug(
-      {
-        stream: s.id,
-        node: s.nodeId,
-        version: set.version,
-        nonce,
-        added: body.added,
-        removed: body.removed.length,
-      },
-      'xDS delta response sent',
-    );
-    this.emit('response', {
-      stream: s,
-      typeUrl: ts.typeUrl,
-      version: set.version,
-      nonce,
-      resources: body.added,
-    });
-  }
-
-  /** As SotW: a response past the send bound is not sent, recorded once per version as its refusal. */
-  private withinSendBound(s: OpenStream, ts: TypeState, view: DeltaView, bytes: number): boolean {
-    // The nonce adds a few dozen bytes.
-    if (bytes + 64 <= this.maxSendBytes) return true;
-    const version = view.set.version;
-    ts.oversizeVersion = version;
-    ts.lastNack = { version, message: oversizeMessage(bytes, this.maxSendBytes), at: new Date() };
-    this.log.error(
-      { stream: s.id, node: s.nodeId, version, bytes, maxBytes: this.maxSendBytes },
-      `xDS response of ${bytes} bytes exceeds the ${this.maxSendBytes}-byte maximum (--max-send-bytes, XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES); not sent, node ${s.nodeId} keeps its config`,
-    );
-    this.emit('oversize', {
-      stream: s,
-      typeUrl: ts.typeUrl,
-      version,
-      bytes,
-      maxBytes: this.maxSendBytes,
-      resources: view.set.resources.map((r) => r.name),
-    });
-    return false;
-  }
-}
-
-/** A copy of `m` without `names` (the maps a stream holds are shared and never changed in place). */
-function without(m: ReadonlyMap<string, string>, names: readonly string[]): ReadonlyMap<string, string> {
-  if (!names.some((n) => m.has(n))) return m;
-  const copy = new Map(m);
-  for (const n of names) copy.delete(n);
-  return copy;
 }

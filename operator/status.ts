@@ -9,9 +9,9 @@
 // Programmed is False reason NotAccepted and its message names the served generation and its pods.
 //
 // A version the control plane refused to send because it is over the maximum xDS message size (recorded
-// as the stream's last NACK, control-plane/server.ts) makes it Programmed=False reason TooLarge, naming
-// the size and the limit: no pod can take it, whatever the pods do, until the config shrinks or both
-// bounds are raised.
+// as the stream's last NACK, control-plane/stream-protocol.ts) makes it Programmed=False reason
+// TooLarge, naming the size and the limit: no pod can take it, whatever the pods do, until the config
+// shrinks or both bounds are raised.
 import { isOversizeMessage } from '../control-plane/index.js';
 import type { Verdict } from './reconcile.js';
 import type { Condition, ConditionStatus, RateLimitConfigStatus } from './resource.js';
