@@ -1,4 +1,4 @@
-// Public face of control-plane/: the snapshot cache, the SotW ADS server and its per-stream state, its
+// Public face of control-plane/: the snapshot cache, the ADS server (state of the world and incremental) and its per-stream state, its
 // metrics and the standalone directory source.
 export * from './cache.js';
 export * from './server.js';

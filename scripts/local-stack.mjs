@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // `npm start`: the whole config path on one machine.
 //   ratelimit-control-plane --dir examples/config --listen 127.0.0.1:18000   (the GitOps path without Kubernetes)
-//   ratelimit with CONFIG_TYPE=GRPC_XDS_SOTW, counting in memory unless REDIS_URL is set
+//   ratelimit with CONFIG_TYPE=GRPC_XDS_DELTA (incremental xDS, as the chart deploys it), counting in memory unless REDIS_URL is set
 // Edit examples/config/*.yaml while it runs: the control plane re-reads it, pushes a new version,
 // and the service's decisions change within a second. A broken file is reported and not served.
 // Set LOCAL_STACK_CONFIG=file to skip the control plane and read the files directly.
@@ -45,7 +45,7 @@ const env = {
   ...(viaFiles
     ? { RUNTIME_ROOT: dirname(configDir), RUNTIME_APPDIRECTORY: 'config', RUNTIME_WATCH_ROOT: 'false' }
     : {
-        CONFIG_TYPE: 'GRPC_XDS_SOTW',
+        CONFIG_TYPE: 'GRPC_XDS_DELTA',
         CONFIG_GRPC_XDS_SERVER_URL: xdsDial,
         CONFIG_GRPC_XDS_NODE_ID: 'local',
         XDS_CLIENT_BACKOFF_INITIAL_INTERVAL: '1s',
