@@ -7,6 +7,8 @@ import * as grpc from '@grpc/grpc-js';
 import { decodeRateLimitConfig, RATELIMIT_CONFIG_TYPE_URL } from '../proto/index.js';
 import { InMemorySnapshotCache } from './cache.js';
 import { rateLimitConfigResource } from './resources.js';
+import { Registry } from 'prom-client';
+import { registerAdsMetrics } from './metrics.js';
 import { AdsServer, type AdsServerOptions } from './server.js';
 import type { NackEvent } from './stream-state.js';
 import { openRawAdsStream, openRawDeltaStream } from './testing.js';
@@ -256,6 +258,15 @@ t.test('delta and state-of-the-world streams side by side on one server', async 
       .sort(),
     ['delta', 'sotw'],
   );
+  const registry = new Registry();
+  registerAdsMetrics(server, { registry });
+  const text = await registry.metrics();
+  t.match(
+    text,
+    /xds_stream_info\{[^}]*node_id="delta-pod"[^}]*protocol="delta"/,
+    'the metric says which protocol',
+  );
+  t.match(text, /xds_stream_info\{[^}]*node_id="sotw-pod"[^}]*protocol="sotw"/);
 });
 
 t.test('bounds: too many or too long names end that stream only, naming the bound', async (t) => {

@@ -32,8 +32,8 @@ export function registerAdsMetrics(server: AdsServer, opts: AdsMetricsOptions): 
   });
   new Gauge({
     name: `${p}xds_stream_info`,
-    help: 'One series per open stream and type: node id, peer, version sent and version ACKed (value 1)',
-    labelNames: ['stream', 'node_id', 'peer', 'type_url', 'version_sent', 'version_acked'],
+    help: 'One series per open stream and type: node id, peer, protocol (sotw or delta), version sent and version ACKed (value 1)',
+    labelNames: ['stream', 'node_id', 'peer', 'protocol', 'type_url', 'version_sent', 'version_acked'],
     registers,
     collect() {
       this.reset();
@@ -44,6 +44,7 @@ export function registerAdsMetrics(server: AdsServer, opts: AdsMetricsOptions): 
               stream: String(s.id),
               node_id: s.nodeId,
               peer: s.peer,
+              protocol: s.protocol,
               type_url: ts.typeUrl,
               version_sent: ts.versionSent ?? '',
               version_acked: ts.versionAcked ?? '',
