@@ -295,9 +295,10 @@ export class QuotaServer {
   /**
    * Divides the bucket's budget into whole tokens per second and queues the assignments that must be
    * sent. Envoy starts a changed token bucket full, so a stream's bucket changes only when its whole
-   * tokens moved by more than RLQS_REASSIGN_THRESHOLD_PERCENT; a share that grows waits until a reporting
-   * interval has passed since the stream's last change, a share that shrinks goes at once (so the shares
-   * sent add up to the budget or less while they move); a config change (`force`) and a change of kind go
+   * tokens moved by more than RLQS_REASSIGN_THRESHOLD_PERCENT; a share that shrinks goes at once, one that
+   * grows goes at once when the shrinking ones left room for it (the whole tokens in force stay within the
+   * pod's part), otherwise once a reporting interval has passed since the stream's last change (so the
+   * shares sent add up to the budget or less while they move); a config change (`force`) and a change of kind go
    * at once. Otherwise the bucket last sent is sent again unchanged when half its time to live has
    * passed (Envoy keeps an identical bucket's tokens).
    */
@@ -319,13 +320,21 @@ export class QuotaServer {
     for (let i = 0; i < subs.length; i++) this.held[i] = subs[i]![1].sentTokens;
     wholeShares(this.shares, this.held, this.tokens);
     const now = this.now();
-    // Room for growing shares at once: the whole tokens to hand out less those in force once the
-    // shrinking shares (sent at once) are sent.
+    // Room for growing shares at once: the whole tokens to hand out less those in force once this
+    // division's other changes (new subscribers, changes of kind, shrinking shares) are sent.
     let room = 0;
     for (let i = 0; i < subs.length; i++) {
       const sub = subs[i]![1];
       const t = this.tokens[i]!;
-      room += t - (sub.sentKind === 'rate' && sub.sentTokens > t ? t : Math.max(0, sub.sentTokens));
+      const kind = this.kindOf(b, this.shares[i]!);
+      const sentNow =
+        force ||
+        sub.sent === undefined ||
+        kind !== sub.sentKind ||
+        (kind === 'rate' &&
+          sub.sentTokens > t &&
+          movedBeyond(sub.sentTokens, t, this.q.reassignThresholdPercent));
+      room += t - (sentNow ? t : kind === 'rate' ? Math.max(0, sub.sentTokens) : 0);
     }
     let assigned = 0;
     for (let i = 0; i < subs.length; i++) {
@@ -333,18 +342,22 @@ export class QuotaServer {
       sub.share = this.shares[i]!;
       sub.tokens = this.tokens[i]!;
       assigned += sub.share;
-      const growth = sub.tokens - Math.max(0, sub.sentTokens);
-      const kind = b.budget.kind === 'rate' && sub.share <= 0 ? 'deny' : b.budget.kind;
+      const kind = this.kindOf(b, sub.share);
       // Envoy reads the time to live in whole seconds: rounded up, never to less than asked.
       const ttlMs = Math.ceil((this.q.ttlIntervals * s.intervalMs) / 1000) * 1000;
-      const change =
-        force ||
-        sub.sent === undefined ||
-        kind !== sub.sentKind ||
-        (kind === 'rate' &&
-          (growth < 0 || growth <= room || now - sub.changedAtMs >= s.intervalMs) &&
-          movedBeyond(sub.sentTokens, sub.tokens, this.q.reassignThresholdPercent));
-      if (change && kind === 'rate' && growth > 0) room -= growth;
+      let change = force || sub.sent === undefined || kind !== sub.sentKind;
+      if (
+        !change &&
+        kind === 'rate' &&
+        movedBeyond(sub.sentTokens, sub.tokens, this.q.reassignThresholdPercent)
+      ) {
+        const growth = sub.tokens - Math.max(0, sub.sentTokens);
+        if (growth <= 0) change = true;
+        else if (growth <= room || now - sub.changedAtMs >= s.intervalMs) {
+          change = true;
+          room -= growth;
+        }
+      }
       if (change) {
         sub.sent = strategyFor(b.budget, sub.tokens, sub.share);
         sub.sentTokens = sub.tokens;
@@ -357,6 +370,11 @@ export class QuotaServer {
       list.push(this.assignment(b, sub.sent!, ttlMs));
     }
     b.assigned = assigned;
+  }
+
+  /** What kind of assignment a share of the bucket is: its budget's, or deny for a rated share of 0. */
+  private kindOf(b: Bucket, share: number): string {
+    return b.budget.kind === 'rate' && share <= 0 ? 'deny' : b.budget.kind;
   }
 
   private assignment(b: Bucket, strategy: WireRateLimitStrategy, ttlMs: number): WireBucketAction {
