@@ -1,8 +1,9 @@
 // How a bucket's global budget is divided, as pure functions of the numbers (no I/O, no clock), so the
 // rules in docs/rlqs.md can be read here line by line:
 // - the budget is the rule's rate (requests_per_unit / unit; the lowest of several rate_limits);
-// - a pod's part of it is its Envoys' demand over the fleet's (fleet.ts); its Envoys share that part in
-//   proportion to their smoothed demand, a new subscriber weighing at least the average of the others;
+// - a pod's part of it comes from a fleet window every pod reads (fleet.ts): an equal part for a pod
+//   without a demand sample, the rest by demand, so the parts add up to at most the budget; its Envoys
+//   share that part in proportion to their demand, a new subscriber weighing the average of the others;
 // - shares are rounded to whole tokens per second that add up to the pod's part (Envoy reads fill
 //   intervals in whole seconds), and a token bucket with a small max_tokens (Envoy starts a changed
 //   bucket full).
