@@ -335,9 +335,10 @@ t.test('the measurement reads a demand-dividing server as accurate (stub of this
 
 // Our quota server, through the same checks. It failed them as first merged (it pushed a changed token
 // bucket to every stream several times a second, and Envoy starts every changed token bucket full: the
-// fleet admitted 1.5 × the budget); it now keeps an Envoy's bucket unchanged in steady state. Two
-// reporting intervals after a shift on 2 pods it failed too while the idle Envoys' demand decayed over
-// several reports and the pods' parts followed the fleet a window late.
+// fleet admitted 1.5 × the budget); it now keeps an Envoy's bucket unchanged in steady state. The
+// two-interval recovery after a shift it failed too (three intervals, on 1 and 2 pods) while the idle
+// Envoys' demand decayed over several reports, growing shares waited an interval and the pods' parts
+// followed the fleet a window late.
 t.test('our service holds the budget across the fleet (real Redis, 1 and 2 pods)', async (t) => {
   const redis = await startRedis({ args: ['--save', '', '--appendonly', 'no'] });
   t.teardown(() => redis.stop());
