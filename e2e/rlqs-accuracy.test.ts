@@ -10,8 +10,8 @@
 //
 // Tolerances (a busy 2-core CI machine): a 1 s window moves with the load generator's timer, so a late
 // tick shifts requests into the next window; the steady figure is the median window, held to the 5 %
-// target, each steady window to 15 %. After a shift the target is "within 10 % two reporting intervals
-// later"; allowed here: three.
+// target, each steady window to 15 %. After a shift: within 10 % two reporting intervals later, the
+// target itself.
 import t, { type Test } from 'tap';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -301,7 +301,7 @@ function describeRun(r: FleetRunResult): string {
 
 /** The accuracy assertions of an allocating server. */
 function assertAccurate(t: Test, r: FleetRunResult, what: string, opts: { maxConverge?: number } = {}): void {
-  const maxConverge = opts.maxConverge ?? 3;
+  const maxConverge = opts.maxConverge ?? 2;
   t.comment(`${what}: ${describeRun(r)}`);
   const m = median(r.steadyRatios);
   t.ok(Math.abs(m - 1) <= 0.05, `${what}: steady median ${m.toFixed(3)} within 5 % of the budget`);
@@ -335,7 +335,10 @@ t.test('the measurement reads a demand-dividing server as accurate (stub of this
 
 // Our quota server, through the same checks. It failed them as first merged (it pushed a changed token
 // bucket to every stream several times a second, and Envoy starts every changed token bucket full: the
-// fleet admitted 1.5 × the budget); it now keeps an Envoy's bucket unchanged in steady state.
+// fleet admitted 1.5 × the budget); it now keeps an Envoy's bucket unchanged in steady state. The
+// two-interval recovery after a shift it failed too (three intervals, on 1 and 2 pods) while the idle
+// Envoys' demand decayed over several reports, growing shares waited an interval and the pods' parts
+// followed the fleet a window late.
 t.test('our service holds the budget across the fleet (real Redis, 1 and 2 pods)', async (t) => {
   const redis = await startRedis({ args: ['--save', '', '--appendonly', 'no'] });
   t.teardown(() => redis.stop());

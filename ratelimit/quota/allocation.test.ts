@@ -100,8 +100,45 @@ t.test('shares follow demand, a newcomer weighs the average, every share sums to
     out,
   );
   t.same(out, [50, 50], 'nobody established yet: a newcomer weighs as the sampled ones');
-  t.equal(podFraction(30, 90, 1), 0.25, "this pod's demand over the fleet's");
-  t.equal(podFraction(30, undefined, 4), 0.25, 'fleet unknown: 1 / RLQS_EXPECTED_PODS');
+});
+
+t.test("a pod's part of the budget comes from the fleet window every pod reads", async (t) => {
+  const window = { demand: 120, pods: 2, unsampled: 0 };
+  t.equal(podFraction({ ...window, mine: 30 }, 1), 0.25, "this pod's demand over the fleet's");
+  t.equal(podFraction(undefined, 4), 0.25, 'fleet unknown: 1 / RLQS_EXPECTED_PODS');
+  t.equal(
+    podFraction({ demand: 0, pods: 0, unsampled: 0, mine: 'absent' }, 4),
+    0.25,
+    'empty window: unknown',
+  );
+  t.equal(
+    podFraction({ demand: 0, pods: 2, unsampled: 0, mine: 0 }, 1),
+    0.5,
+    'nobody wants any: equal parts',
+  );
+});
+
+t.test('three pods, one new to the bucket: the parts never add up to more than the budget', async (t) => {
+  // The last window: pod a's Envoys had demand samples (300/s); pods b and c were present but their
+  // Envoys had only subscribed. Every pod reads that window.
+  const window = { demand: 300, pods: 3, unsampled: 2 };
+  const a = podFraction({ ...window, mine: 300 }, 3);
+  const b = podFraction({ ...window, mine: 'unsampled' }, 3);
+  const c = podFraction({ ...window, mine: 'unsampled' }, 3);
+  // Taking the others' silence as "they want nothing" gave a the whole budget, and b and c their demand
+  // now against a's: twice the budget for a window.
+  t.ok(a + b + c <= 1 + 1e-9, `a ${a.toFixed(3)} + b ${b.toFixed(3)} + c ${c.toFixed(3)} <= 1`);
+  t.equal(b, 1 / 3, 'a newcomer gets an equal part');
+  t.equal(a, 1 / 3, 'out of what the pods with demand share');
+  // Two pods with demand 300 and 100, and a pod that began serving the bucket after the window was
+  // added up: it is not counted there, so it gets nothing until the next window counts it.
+  const w2 = { demand: 400, pods: 2, unsampled: 0 };
+  const parts = [
+    podFraction({ ...w2, mine: 300 }, 3),
+    podFraction({ ...w2, mine: 100 }, 3),
+    podFraction({ ...w2, mine: 'absent' }, 3),
+  ];
+  t.same(parts, [0.75, 0.25, 0], 'the newest pod waits for the window it is counted in');
 });
 
 t.test('a share is a token bucket of whole tokens per whole second with a small max_tokens', async (t) => {

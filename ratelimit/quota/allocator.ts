@@ -1,8 +1,9 @@
 // How a bucket's global budget is divided, as pure functions of the numbers (no I/O, no clock), so the
 // rules in docs/rlqs.md can be read here line by line:
 // - the budget is the rule's rate (requests_per_unit / unit; the lowest of several rate_limits);
-// - a pod's part of it is its Envoys' demand over the fleet's (fleet.ts); its Envoys share that part in
-//   proportion to their smoothed demand, a new subscriber weighing at least the average of the others;
+// - a pod's part of it comes from a fleet window every pod reads (fleet.ts): an equal part for a pod
+//   without a demand sample, the rest by demand, so the parts add up to at most the budget; its Envoys
+//   share that part in proportion to their demand, a new subscriber weighing the average of the others;
 // - shares are rounded to whole tokens per second that add up to the pod's part (Envoy reads fill
 //   intervals in whole seconds), and a token bucket with a small max_tokens (Envoy starts a changed
 //   bucket full).
@@ -84,22 +85,38 @@ export function divide(total: number, subs: readonly Demand[], out: number[]): v
 }
 
 /**
- * A pod's fraction of the budget. `othersDemand` and `ownDemand` are the other pods' and this pod's
- * demand in the last complete fleet window (fleet.ts): read from the same window, every pod's fraction
- * adds up to exactly 1. A pod that added nothing to that window (its Envoys had no demand then) uses its
- * demand now instead. Fleet unknown: 1 / `expectedPods`.
+ * What a pod read of one bucket in a fleet window (fleet.ts): every pod that served the bucket then
+ * added its demand and marked itself present, so every pod reading the same window sees the same numbers.
  */
-export function podFraction(
-  myDemand: number,
-  othersDemand: number | undefined,
-  expectedPods: number,
-  ownDemand = 0,
-): number {
-  if (othersDemand === undefined) return 1 / expectedPods;
-  const mine = ownDemand > 0 ? ownDemand : myDemand;
-  const all = othersDemand + mine;
-  if (all <= 0) return 1 / expectedPods;
-  return mine / all;
+export interface FleetView {
+  /** Requests per second added to the window by the pods that had a demand sample. */
+  readonly demand: number;
+  /** Pods that marked themselves present in the window. */
+  readonly pods: number;
+  /** Of those, pods that had no demand sample yet (their Envoys only subscribed). */
+  readonly unsampled: number;
+  /** This pod in that window: what it added (requests per second), 'unsampled', or 'absent'. */
+  readonly mine: number | 'unsampled' | 'absent';
+}
+
+/**
+ * A pod's fraction of the budget from the window it read. Every pod reading the same window gets parts
+ * that add up to at most 1, however the set of pods changes:
+ * - a pod present without a demand sample (new to the bucket) gets an equal part, 1 / pods;
+ * - the pods with a sample share the rest, (pods - unsampled) / pods, in proportion to their demand
+ *   (equally while none has any);
+ * - a pod absent from the window (it began serving the bucket after adding was over) gets nothing: the
+ *   others did not make room for it; it is counted from the next window on.
+ * Fleet unknown (no window read, the store failing, or an empty window): 1 / `expectedPods`.
+ */
+export function podFraction(view: FleetView | undefined, expectedPods: number): number {
+  if (view === undefined || view.pods <= 0) return 1 / expectedPods;
+  const { pods, unsampled, mine } = view;
+  if (mine === 'absent') return 0;
+  if (mine === 'unsampled') return 1 / pods;
+  const sampledPart = Math.max(0, pods - unsampled) / pods;
+  if (view.demand <= 0) return pods > unsampled ? sampledPart / (pods - unsampled) : 0;
+  return (sampledPart * Math.min(Math.max(0, mine), view.demand)) / view.demand;
 }
 
 /** Longest fill interval of an assignment (a share below one request per hour is refilled hourly). */

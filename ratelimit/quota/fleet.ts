@@ -1,34 +1,55 @@
 // Fleet-wide demand: with several ratelimit pods, each Envoy talks to one of them, so no pod sees the
-// whole demand of a bucket. Every pod adds its Envoys' demand into a per-window counter in the counter
-// store (the same store, circuit breaker and connection the limiter counts in), once per window, and
-// reads the previous window's total: the others' demand is that total minus what this pod added, and a
-// pod's part of the budget is what it added over that total (allocator.ts), so the parts add up. Windows
-// are wall-clock (floor(now / window)), so pods agree on them without talking to each other.
+// whole demand of a bucket. Per bucket and per window of RLQS_REPORTING_INTERVAL on the wall clock
+// (floor(now / window), so pods agree on windows without talking to each other), every pod serving the
+// bucket adds its Envoys' demand to one counter and marks itself present (with or without a demand
+// sample) in another, in the counter store (the same store, circuit breaker and connection the limiter
+// counts in). Each pod then reads the window's totals and takes its part of the budget from them
+// (allocator.ts podFraction): all pods read the same numbers, so their parts add up to at most the budget.
 //
-// A pod adds a window's value within its first quarter (the tick runs every quarter window), so by the
-// time any pod reads window k-1 (at its first tick of window k) every live pod has added to it.
-// While the store fails, and while the last window holds no demand at all (no pod had a sample yet),
-// `othersDemand` is undefined, and the allocator gives the pod budget / RLQS_EXPECTED_PODS.
+// Timing within a window of length W (the pass runs every W/4): a pod adds in the middle half
+// [W/4, 3W/4) and reads the window in its last quarter, so every add lands at least a pass before any
+// read, and the part read at the end of window k (demand as reported up to the middle of k) serves window
+// k+1. A pod that missed its read reads the last complete window at its next pass; a pod new to a bucket
+// reads at once (the last complete window, or the current one in its last quarter).
 import { MAX_OP_HITS, type CounterOp, type CounterStore } from '../counting/index.js';
+import type { FleetView } from './allocator.js';
 
 /** Demand is stored as an integer: requests per second times this. */
 export const DEMAND_SCALE = 1000;
+/** The presence counter: a pod with a demand sample adds 1, one without adds this (1 + one unsampled). */
+export const PRESENCE_UNSAMPLED = 1_000_001;
+const PRESENCE_UNIT = 1_000_000;
 
 /** What a pod knows of one bucket's fleet demand. */
 export interface FleetState {
-  /** Window this pod last added to, and how much (scaled). */
+  /** Window this pod last added to, what it added (scaled demand) and whether it had a sample. */
   addedWindow: number;
   added: number;
-  /** What it added to the window before that (scaled): its own part of the total it read. */
+  addedSampled: boolean;
+  /** The same for the window it added to before that. */
+  previousWindow: number;
   previousAdded: number;
-  /** Requests per second of the other pods in the last complete window; undefined: unknown. */
-  othersDemand: number | undefined;
-  /** Requests per second this pod added to that same window (0: none). */
-  ownDemand: number;
+  previousSampled: boolean;
+  /** Last window read (-1: none). */
+  readWindow: number;
+  /** What that read showed; undefined: unknown (not read yet, the store failed, or the window was empty). */
+  view: FleetView | undefined;
+  /** An exchange of this bucket is in flight. */
+  busy: boolean;
 }
 
 export function newFleetState(): FleetState {
-  return { addedWindow: -1, added: 0, previousAdded: 0, othersDemand: undefined, ownDemand: 0 };
+  return {
+    addedWindow: -1,
+    added: 0,
+    addedSampled: false,
+    previousWindow: -1,
+    previousAdded: 0,
+    previousSampled: false,
+    readWindow: -1,
+    view: undefined,
+    busy: false,
+  };
 }
 
 export interface FleetBucket {
@@ -37,6 +58,15 @@ export interface FleetBucket {
   readonly fleet: FleetState;
   /** This pod's current demand (requests per second). */
   localDemand(): number;
+  /** Whether any of this pod's subscribers has a demand sample. */
+  sampled(): boolean;
+}
+
+/** The other pods' demand in the window read (requests per second), for the debug endpoint. */
+export function othersDemand(f: FleetState): number | undefined {
+  const v = f.view;
+  if (v === undefined) return undefined;
+  return Math.max(0, v.demand - (typeof v.mine === 'number' ? v.mine : 0));
 }
 
 export class FleetDemand {
@@ -50,48 +80,97 @@ export class FleetDemand {
   }
 
   /**
-   * Once per window per bucket: adds this pod's demand to the window's counter and reads the previous
-   * window's total. Resolves true when the store answered, false when it failed (state left unknown).
+   * Adds this pod's demand and presence to the current window when due, and reads the window due (see
+   * the top of the file), for each bucket not already being exchanged. Resolves to the buckets whose
+   * view was read (their parts may have moved) and whether the store answered (on a failure their view
+   * is unknown and the read is retried at the next pass).
    */
-  async exchange(buckets: readonly FleetBucket[], nowMs: number): Promise<boolean> {
-    const window = this.windowOf(nowMs);
-    const due = buckets.filter((b) => b.fleet.addedWindow !== window);
-    if (due.length === 0) return true;
+  async exchange(
+    buckets: readonly FleetBucket[],
+    nowMs: number,
+  ): Promise<{ ok: boolean; read: FleetBucket[] }> {
+    const w = this.windowOf(nowMs);
+    const phase = nowMs - w * this.windowMs;
+    const addable = phase >= this.windowMs / 4 && phase < (3 * this.windowMs) / 4;
+    const readTarget = phase >= (3 * this.windowMs) / 4 ? w : w - 1;
     const expireSeconds = Math.max(1, Math.ceil((3 * this.windowMs) / 1000));
     const adds: CounterOp[] = [];
     const reads: CounterOp[] = [];
-    const values: number[] = [];
-    for (const b of due) {
-      const v = Math.min(MAX_OP_HITS, Math.round(b.localDemand() * DEMAND_SCALE));
-      values.push(v);
-      // hits 0 would only read: a pod without demand adds nothing (the key may not exist; it reads 0).
-      adds.push({ key: `${b.fleetKey}_${window}`, hits: Math.max(v, 0), expireSeconds, perSecond: false });
-      reads.push({ key: `${b.fleetKey}_${window - 1}`, hits: 0, expireSeconds, perSecond: false });
-    }
-    for (let i = 0; i < due.length; i++) {
-      const f = due[i]!.fleet;
-      f.previousAdded = f.addedWindow === window - 1 ? f.added : 0;
-      f.addedWindow = window;
-      f.added = values[i]!;
-    }
-    try {
-      const toAdd = adds.filter((op) => op.hits > 0);
-      const [, totals] = await Promise.all([
-        toAdd.length > 0 ? this.store.increment(toAdd) : Promise.resolve([]),
-        this.store.get(reads),
-      ]);
-      for (let i = 0; i < due.length; i++) {
-        const f = due[i]!.fleet;
-        const total = totals[i] ?? 0;
-        // An empty window (no pod had a demand sample: the fleet just started) says nothing of the
-        // others; read as 0, every pod would take the whole budget for a window.
-        f.othersDemand = total > 0 ? Math.max(0, total - f.previousAdded) / DEMAND_SCALE : undefined;
-        f.ownDemand = f.previousAdded / DEMAND_SCALE;
+    const readers: FleetBucket[] = [];
+    const involved: FleetBucket[] = [];
+    for (const b of buckets) {
+      const f = b.fleet;
+      if (f.busy) continue;
+      const add = addable && f.addedWindow !== w;
+      const read = f.readWindow < readTarget;
+      if (!add && !read) continue;
+      f.busy = true;
+      involved.push(b);
+      if (add) {
+        const sampled = b.sampled();
+        const v = sampled ? Math.min(MAX_OP_HITS, Math.round(b.localDemand() * DEMAND_SCALE)) : 0;
+        // hits 0 would only read: a pod without demand adds none (the key may not exist; it reads 0).
+        if (v > 0) adds.push({ key: `${b.fleetKey}_${w}`, hits: v, expireSeconds, perSecond: false });
+        adds.push({
+          key: `${b.fleetKey}_p_${w}`,
+          hits: sampled ? 1 : PRESENCE_UNSAMPLED,
+          expireSeconds,
+          perSecond: false,
+        });
+        f.previousWindow = f.addedWindow;
+        f.previousAdded = f.added;
+        f.previousSampled = f.addedSampled;
+        f.addedWindow = w;
+        f.added = v;
+        f.addedSampled = sampled;
       }
-      return true;
+      if (read) {
+        readers.push(b);
+        reads.push({ key: `${b.fleetKey}_${readTarget}`, hits: 0, expireSeconds, perSecond: false });
+        reads.push({ key: `${b.fleetKey}_p_${readTarget}`, hits: 0, expireSeconds, perSecond: false });
+      }
+    }
+    if (involved.length === 0) return { ok: true, read: [] };
+    try {
+      // Adds before reads: a pod adding and reading the same window in one pass (never, by the timing
+      // above, but cheap to keep right) sees its own addition.
+      if (adds.length > 0) await this.store.increment(adds);
+      const totals = reads.length > 0 ? await this.store.get(reads) : [];
+      for (let i = 0; i < readers.length; i++) {
+        const f = readers[i]!.fleet;
+        const presence = totals[2 * i + 1] ?? 0;
+        const pods = presence % PRESENCE_UNIT;
+        f.readWindow = readTarget;
+        if (pods <= 0) {
+          // An empty window (the fleet just started, or the store lost it) says nothing of the others.
+          f.view = undefined;
+          continue;
+        }
+        const mine =
+          f.addedWindow === readTarget
+            ? { v: f.added, s: f.addedSampled }
+            : f.previousWindow === readTarget
+              ? { v: f.previousAdded, s: f.previousSampled }
+              : undefined;
+        // A pod that served the bucket before but missed adding to this window (a late pass) keeps what
+        // it read last: the others' parts do not count it, but denying its Envoys for a window of our own
+        // lateness would be worse; one new to the bucket waits for the window it is counted in.
+        if (mine === undefined && f.view !== undefined && f.view.mine !== 'absent') continue;
+        f.view = {
+          demand: (totals[2 * i] ?? 0) / DEMAND_SCALE,
+          pods,
+          unsampled: Math.floor(presence / PRESENCE_UNIT),
+          mine: mine === undefined ? 'absent' : mine.s ? mine.v / DEMAND_SCALE : 'unsampled',
+        };
+      }
+      return { ok: true, read: readers };
     } catch {
-      for (const b of due) b.fleet.othersDemand = undefined;
-      return false;
+      // Unknown until a read succeeds (retried at the next pass; an addition is not repeated, it may
+      // have landed).
+      for (const b of readers) b.fleet.view = undefined;
+      return { ok: false, read: readers };
+    } finally {
+      for (const b of involved) b.fleet.busy = false;
     }
   }
 }

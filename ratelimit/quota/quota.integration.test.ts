@@ -271,3 +271,29 @@ t.test('an Envoy with one full demand sample weighs its demand, not the others a
     `the cold one about 9/s (${assignedRate(cold.latest(bucket))})`,
   );
 });
+
+t.test('an Envoy reporting that it went idle hands its share to the others at once', async (t) => {
+  const app = await pod(t);
+  const busy = stream(t, app);
+  const idle = stream(t, app);
+  const bucket = { tenant: 'idle' };
+  busy.report('rlqs', bucket, 0, 0);
+  idle.report('rlqs', bucket, 0, 0);
+  busy.report('', bucket, 80, 1);
+  idle.report('', bucket, 80, 1);
+  await eventually(
+    () =>
+      near(assignedRate(busy.latest(bucket)), 50, 0.05) && near(assignedRate(idle.latest(bucket)), 50, 0.05),
+    10_000,
+    'equal demand: 50 each',
+  );
+  // One report of no use. Smoothed (0.7 of the newest), the idle Envoy kept 80 × 0.3 = 24/s of demand
+  // and the busy one 77 % of the budget until more reports came.
+  idle.report('', bucket, 0, 1);
+  await eventually(() => (assignedRate(idle.latest(bucket)) ?? 100) <= 2, 10_000, 'the idle share gone');
+  await eventually(
+    () => (assignedRate(busy.latest(bucket)) ?? 0) >= 95,
+    10_000,
+    `the busy Envoy gets the budget after that one report (${assignedRate(busy.latest(bucket))})`,
+  );
+});

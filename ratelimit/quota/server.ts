@@ -27,7 +27,7 @@ import {
   type Demand,
 } from './allocator.js';
 import { BucketMatcher, bucketKey } from './bucket-match.js';
-import { FleetDemand } from './fleet.js';
+import { FleetDemand, othersDemand, type FleetBucket } from './fleet.js';
 import { Bucket, QuotaStream, type QuotaStreamOut } from './state.js';
 import { QuotaMetrics } from './metrics.js';
 import { readReports, StreamError, type Usage } from './stream.js';
@@ -122,7 +122,10 @@ export class QuotaServer {
     for (const u of usages) {
       const key = bucketKey(s.domain!, u.bucket);
       let b = s.buckets.get(key) ?? this.buckets.get(key);
-      if (b === undefined) b = this.createBucket(key, s.domain!, u.bucket);
+      if (b === undefined) {
+        b = this.createBucket(key, s.domain!, u.bucket);
+        this.readFleetSoon(b);
+      }
       let sub = b.subs.get(s);
       if (sub === undefined) {
         sub = {
@@ -145,8 +148,14 @@ export class QuotaServer {
       // microseconds is no rate. The subscriber then weighs as a newcomer (allocator.ts).
       if (u.elapsedSeconds * 1000 >= this.q.reportingIntervalMs / 4) {
         const rate = (u.allowed + u.denied) / u.elapsedSeconds;
+        // An Envoy that wanted less than its share (it denied nothing it had to) is satisfied: its rate
+        // is taken at once, so one that went idle hands its share to the others within one report.
+        // One held back by its share is smoothed (its denials make the rate noisy).
         const a = this.q.demandSmoothing;
-        sub.demand = sub.reports === 0 ? rate : a * rate + (1 - a) * sub.demand;
+        sub.demand =
+          sub.reports === 0 || (rate < sub.share && rate < sub.demand)
+            ? rate
+            : a * rate + (1 - a) * sub.demand;
         sub.reports++;
         maxElapsed = Math.max(maxElapsed, u.elapsedSeconds);
       }
@@ -196,7 +205,11 @@ export class QuotaServer {
         bucket: b.bucket,
         rule: b.match ? b.match.rule.statKey : null,
         budget: b.budget,
-        fleet: { othersDemand: b.fleet.othersDemand ?? null, window: b.fleet.addedWindow },
+        fleet: {
+          othersDemand: othersDemand(b.fleet) ?? null,
+          window: b.fleet.readWindow,
+          pods: b.fleet.view?.pods ?? null,
+        },
         subscribers: [...b.subs].map(([s, sub]) => ({
           stream: s.id,
           demand: sub.demand,
@@ -282,9 +295,10 @@ export class QuotaServer {
   /**
    * Divides the bucket's budget into whole tokens per second and queues the assignments that must be
    * sent. Envoy starts a changed token bucket full, so a stream's bucket changes only when its whole
-   * tokens moved by more than RLQS_REASSIGN_THRESHOLD_PERCENT; a share that grows waits until a reporting
-   * interval has passed since the stream's last change, a share that shrinks goes at once (so the shares
-   * sent add up to the budget or less while they move); a config change (`force`) and a change of kind go
+   * tokens moved by more than RLQS_REASSIGN_THRESHOLD_PERCENT; a share that shrinks goes at once, one that
+   * grows goes at once when the shrinking ones left room for it (the whole tokens in force stay within the
+   * pod's part), otherwise once a reporting interval has passed since the stream's last change (so the
+   * shares sent add up to the budget or less while they move); a config change (`force`) and a change of kind go
    * at once. Otherwise the bucket last sent is sent again unchanged when half its time to live has
    * passed (Envoy keeps an identical bucket's tokens).
    */
@@ -299,31 +313,51 @@ export class QuotaServer {
     }));
     let podShare = 0;
     if (b.budget.kind === 'rate') {
-      podShare =
-        b.budget.perSecond *
-        podFraction(b.localDemand(), b.fleet.othersDemand, this.q.expectedPods, b.fleet.ownDemand);
+      podShare = b.budget.perSecond * podFraction(b.fleet.view, this.q.expectedPods);
     }
     divide(podShare, demands, this.shares);
     this.held.length = subs.length;
     for (let i = 0; i < subs.length; i++) this.held[i] = subs[i]![1].sentTokens;
     wholeShares(this.shares, this.held, this.tokens);
     const now = this.now();
+    // Room for growing shares at once: the whole tokens to hand out less those in force once this
+    // division's other changes (new subscribers, changes of kind, shrinking shares) are sent.
+    let room = 0;
+    for (let i = 0; i < subs.length; i++) {
+      const sub = subs[i]![1];
+      const t = this.tokens[i]!;
+      const kind = this.kindOf(b, this.shares[i]!);
+      const sentNow =
+        force ||
+        sub.sent === undefined ||
+        kind !== sub.sentKind ||
+        (kind === 'rate' &&
+          sub.sentTokens > t &&
+          movedBeyond(sub.sentTokens, t, this.q.reassignThresholdPercent));
+      room += t - (sentNow ? t : kind === 'rate' ? Math.max(0, sub.sentTokens) : 0);
+    }
     let assigned = 0;
     for (let i = 0; i < subs.length; i++) {
       const [s, sub] = subs[i]!;
       sub.share = this.shares[i]!;
       sub.tokens = this.tokens[i]!;
       assigned += sub.share;
-      const kind = b.budget.kind === 'rate' && sub.share <= 0 ? 'deny' : b.budget.kind;
+      const kind = this.kindOf(b, sub.share);
       // Envoy reads the time to live in whole seconds: rounded up, never to less than asked.
       const ttlMs = Math.ceil((this.q.ttlIntervals * s.intervalMs) / 1000) * 1000;
-      const change =
-        force ||
-        sub.sent === undefined ||
-        kind !== sub.sentKind ||
-        (kind === 'rate' &&
-          (sub.tokens < sub.sentTokens || now - sub.changedAtMs >= s.intervalMs) &&
-          movedBeyond(sub.sentTokens, sub.tokens, this.q.reassignThresholdPercent));
+      let change = force || sub.sent === undefined || kind !== sub.sentKind;
+      if (
+        !change &&
+        kind === 'rate' &&
+        movedBeyond(sub.sentTokens, sub.tokens, this.q.reassignThresholdPercent)
+      ) {
+        const growth = sub.tokens - Math.max(0, sub.sentTokens);
+        if (growth <= 0) change = true;
+        else if (growth <= room || now - sub.changedAtMs >= s.intervalMs) {
+          change = true;
+          room -= growth;
+        }
+      }
       if (change) {
         sub.sent = strategyFor(b.budget, sub.tokens, sub.share);
         sub.sentTokens = sub.tokens;
@@ -336,6 +370,11 @@ export class QuotaServer {
       list.push(this.assignment(b, sub.sent!, ttlMs));
     }
     b.assigned = assigned;
+  }
+
+  /** What kind of assignment a share of the bucket is: its budget's, or deny for a rated share of 0. */
+  private kindOf(b: Bucket, share: number): string {
+    return b.budget.kind === 'rate' && share <= 0 ? 'deny' : b.budget.kind;
   }
 
   private assignment(b: Bucket, strategy: WireRateLimitStrategy, ttlMs: number): WireBucketAction {
@@ -395,11 +434,36 @@ export class QuotaServer {
     if (this.exchanging || this.buckets.size === 0) return;
     this.exchanging = true;
     const rated = [...this.buckets.values()].filter((b) => b.budget.kind === 'rate');
-    this.fleet
-      .exchange(rated, now)
-      .then((ok) => {
-        if (!ok) this.metrics.fleetErrors.inc();
-      })
-      .finally(() => (this.exchanging = false));
+    this.exchangeFleet(rated, now).finally(() => (this.exchanging = false));
+  }
+
+  /** Buckets new to this pod, read from the fleet together right after the reports that created them. */
+  private fresh: Bucket[] = [];
+
+  /**
+   * A bucket new to this pod reads the fleet at once rather than at the next pass: until then it takes
+   * the unknown fleet's part (budget / RLQS_EXPECTED_PODS), right when every pod starts together, too
+   * much when the others already share the budget without it.
+   */
+  private readFleetSoon(b: Bucket): void {
+    if (this.fresh.push(b) > 1) return;
+    setImmediate(() => {
+      const list = this.fresh.filter((x) => x.budget.kind === 'rate' && this.buckets.get(x.key) === x);
+      this.fresh = [];
+      if (list.length > 0 && !this.closing) void this.exchangeFleet(list, this.now());
+    });
+  }
+
+  /** Exchanges fleet demand for `buckets`; those whose view was read are divided again at once. */
+  private async exchangeFleet(buckets: FleetBucket[], now: number): Promise<void> {
+    try {
+      const r = await this.fleet.exchange(buckets, now);
+      if (!r.ok) this.metrics.fleetErrors.inc();
+      if (this.closing) return;
+      for (const b of r.read as Bucket[]) if (this.buckets.get(b.key) === b) this.reallocate(b, false);
+      this.flush();
+    } catch (err) {
+      this.opts.logger.error({ err }, 'rate limit quota fleet exchange failed');
+    }
   }
 }

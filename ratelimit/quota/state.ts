@@ -46,10 +46,21 @@ export class Bucket {
   get subscribers(): number {
     return this.subs.size;
   }
+  /** This pod's demand: its subscribers' demand, one without a sample yet counted as their average. */
   localDemand(): number {
     let d = 0;
-    for (const s of this.subs.values()) d += s.demand;
-    return d;
+    let sampled = 0;
+    for (const s of this.subs.values()) {
+      if (s.reports === 0) continue;
+      d += s.demand;
+      sampled++;
+    }
+    return sampled === 0 ? 0 : (d * this.subs.size) / sampled;
+  }
+  /** Whether any subscriber has a demand sample. */
+  sampled(): boolean {
+    for (const s of this.subs.values()) if (s.reports > 0) return true;
+    return false;
   }
 }
 

@@ -487,7 +487,7 @@ export interface QuotaSettings {
   ttlIntervals: number;
   /** RLQS_REASSIGN_THRESHOLD_PERCENT: a share that moved less than this is not pushed again. */
   reassignThresholdPercent: number;
-  /** RLQS_DEMAND_SMOOTHING: weight of the newest report in a subscriber's demand (1: no smoothing). */
+  /** RLQS_DEMAND_SMOOTHING: weight of the newest report in a subscriber's demand (1: no smoothing); a report below its share and demand is taken whole. */
   demandSmoothing: number;
   /** RLQS_IDLE_TIMEOUT: a bucket a stream has not reported for this long is abandoned. */
   idleTimeoutMs: number;
