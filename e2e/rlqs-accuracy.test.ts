@@ -210,18 +210,67 @@ t.test(
 );
 
 /**
- * A demand-dividing RLQS server, ONLY to check the measurement (not the product): each report gives the
- * Envoy budget × its demand ÷ the fleet's demand, as a token bucket; an assignment changes only when
- * the share moved by more than 10 % (Envoy restarts a full token bucket on every change).
+ * A demand-dividing RLQS server, ONLY to check the measurement (not the product): every Envoy's share is
+ * budget × its demand ÷ the fleet's demand, as a token bucket. When a report moves some Envoy's share by
+ * more than 10 % (Envoy restarts a full token bucket on every change), every Envoy whose share differs is
+ * sent its new one, so the shares in force always add up to the budget.
  */
 class StubAllocator {
   private readonly demand = new Map<number, { rate: number; at: number }>();
   private readonly given = new Map<number, number>();
+  private readonly streams = new Map<
+    number,
+    {
+      call: grpc.ServerDuplexStream<UsageReports, QuotaResponse>;
+      bucketId: UsageReports['bucket_quota_usages'][number]['bucket_id'];
+    }
+  >();
   private server = new grpc.Server();
   private nextId = 0;
   port = 0;
 
   constructor(private readonly budget: number) {}
+
+  private assign(id: number, share: number): void {
+    const s = this.streams.get(id);
+    if (!s) return;
+    this.given.set(id, share);
+    s.call.write({
+      bucket_action: [
+        {
+          bucket_id: s.bucketId,
+          quota_assignment_action: {
+            assignment_time_to_live: { seconds: 10 },
+            rate_limit_strategy: {
+              token_bucket: {
+                max_tokens: Math.max(1, Math.ceil(share * 0.2)),
+                tokens_per_fill: { value: Math.max(1, Math.round(share * 10)) },
+                fill_interval: { seconds: 10 },
+              },
+            },
+          },
+        },
+      ],
+    });
+  }
+
+  private reallocate(): void {
+    let total = 0;
+    for (const [k, d] of this.demand) {
+      if (Date.now() - d.at > 3000) this.demand.delete(k);
+      else total += d.rate;
+    }
+    const shares = new Map<number, number>();
+    for (const [k, d] of this.demand)
+      shares.set(k, total > 0 ? (this.budget * d.rate) / total : this.budget / this.demand.size);
+    let moved = false;
+    for (const [k, share] of shares) {
+      const prev = this.given.get(k);
+      if (prev === undefined || Math.abs(share - prev) > 0.1 * Math.max(prev, 0.5)) moved = true;
+    }
+    if (!moved) return;
+    for (const [k, share] of shares) if (this.given.get(k) !== share) this.assign(k, share);
+  }
 
   async start(): Promise<void> {
     this.server.addService(rlqsServiceDefinition(), {
@@ -229,39 +278,18 @@ class StubAllocator {
         const id = this.nextId++;
         call.on('data', (m: UsageReports) => {
           const u = m.bucket_quota_usages[0];
+          this.streams.set(id, { call, bucketId: u.bucket_id });
           const secs = Number(u.time_elapsed.seconds ?? 0) + Number(u.time_elapsed.nanos ?? 0) / 1e9;
           const rate =
             (Number(u.num_requests_allowed ?? 0) + Number(u.num_requests_denied ?? 0)) / Math.max(secs, 0.05);
           this.demand.set(id, { rate, at: Date.now() });
-          let total = 0;
-          for (const [k, d] of this.demand) {
-            if (Date.now() - d.at > 3000) this.demand.delete(k);
-            else total += d.rate;
-          }
-          const share = total > 0 ? (this.budget * rate) / total : this.budget / this.demand.size;
-          const prev = this.given.get(id);
-          if (prev !== undefined && Math.abs(share - prev) <= 0.1 * Math.max(prev, 0.5)) return;
-          this.given.set(id, share);
-          call.write({
-            bucket_action: [
-              {
-                bucket_id: u.bucket_id,
-                quota_assignment_action: {
-                  assignment_time_to_live: { seconds: 10 },
-                  rate_limit_strategy: {
-                    token_bucket: {
-                      max_tokens: Math.max(1, Math.ceil(share * 0.2)),
-                      tokens_per_fill: { value: Math.max(1, Math.round(share * 10)) },
-                      fill_interval: { seconds: 10 },
-                    },
-                  },
-                },
-              },
-            ],
-          });
+          this.reallocate();
         });
         call.on('error', () => undefined);
-        call.on('end', () => call.end());
+        call.on('end', () => {
+          this.streams.delete(id);
+          call.end();
+        });
       },
     });
     this.port = await new Promise<number>((resolve, reject) =>
