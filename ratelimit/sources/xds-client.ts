@@ -258,18 +258,32 @@ export class XdsConfigClient extends EventEmitter<XdsConfigClientEvents> {
   }
 
   private onResponse(call: AdsCall, resp: WireDiscoveryResponse): void {
+    const version = resp.versionInfo ?? '';
+    const nonce = resp.nonce ?? '';
+    this.enqueue(call, resp.typeUrl, version, nonce, resp.resources?.length ?? 0, () =>
+      this.apply(call, resp, version, nonce),
+    );
+  }
+
+  /** What both protocols do with a response: checked, reported, and queued behind the one being applied. */
+  private enqueue(
+    call: AdsCall | DeltaCall,
+    typeUrl: string | undefined,
+    version: string,
+    nonce: string,
+    resources: number,
+    apply: () => Promise<void>,
+  ): void {
     if (call !== this.call || this.closed) return;
     // The stream works: the next break starts the backoff from the initial interval again.
     this.backoff.reset();
-    const version = resp.versionInfo ?? '';
-    const nonce = resp.nonce ?? '';
-    if (resp.typeUrl !== RATELIMIT_CONFIG_TYPE_URL) {
-      this.log.warn({ typeUrl: resp.typeUrl }, 'ignoring xDS response of an unrequested type');
+    if (typeUrl !== RATELIMIT_CONFIG_TYPE_URL) {
+      this.log.warn({ typeUrl }, 'ignoring xDS response of an unrequested type');
       return;
     }
-    this.emit('response', { version, nonce, resources: resp.resources?.length ?? 0 });
+    this.emit('response', { version, nonce, resources });
     this.applying = this.applying
-      .then(() => this.apply(call, resp, version, nonce))
+      .then(apply)
       .catch((err: unknown) => this.log.error({ err }, 'xDS response not handled'));
   }
 
@@ -325,18 +339,11 @@ export class XdsConfigClient extends EventEmitter<XdsConfigClientEvents> {
   }
 
   private onDeltaResponse(call: DeltaCall, resp: WireDeltaDiscoveryResponse): void {
-    if (call !== this.call || this.closed) return;
-    this.backoff.reset();
     const version = resp.systemVersionInfo ?? '';
     const nonce = resp.nonce ?? '';
-    if (resp.typeUrl !== RATELIMIT_CONFIG_TYPE_URL) {
-      this.log.warn({ typeUrl: resp.typeUrl }, 'ignoring xDS response of an unrequested type');
-      return;
-    }
-    this.emit('response', { version, nonce, resources: resp.resources?.length ?? 0 });
-    this.applying = this.applying
-      .then(() => this.applyDelta(call, resp, version, nonce))
-      .catch((err: unknown) => this.log.error({ err }, 'xDS response not handled'));
+    this.enqueue(call, resp.typeUrl, version, nonce, resp.resources?.length ?? 0, () =>
+      this.applyDelta(call, resp, version, nonce),
+    );
   }
 
   /** Applies one delta response to a copy of what the pod has, validates the whole set, ACKs or NACKs. */
