@@ -33,4 +33,4 @@ EXPOSE 8080 8081 6070 18000
 # A young generation sized for one core (docs/decisions/004-gc-settings.md); the chart sets the same
 # through NODE_OPTIONS (ratelimit.nodeOptions). Only the service's command: the control plane and the
 # operator run with Node's defaults.
-CMD ["node", "--max-semi-space-size=4", "bin/ratelimit.js"]
+CMD ["node", "--max-semi-space-size=4", "--single-threaded-gc", "bin/ratelimit.js"]

@@ -227,6 +227,25 @@ t.test(
   },
 );
 
+t.test(
+  'ratelimit.nodeFlags: GC on the main thread by default, on the command line; [] for none',
+  async (t) => {
+    const command = async (values: object) =>
+      container(find(await rendered(values), 'Deployment', 'rl-ratelimit')).command as string[];
+    t.same(await command(REDIS), ['node', '--single-threaded-gc', 'bin/ratelimit.js'], 'on by default');
+    t.same(
+      await command({ ...REDIS, ratelimit: { nodeFlags: [] } }),
+      ['node', 'bin/ratelimit.js'],
+      '[] for none',
+    );
+    await t.rejects(
+      rendered({ ...REDIS, ratelimit: { nodeFlags: ['--x; rm -rf /'] } }),
+      /nodeFlags/,
+      'the schema refuses what is not a flag',
+    );
+  },
+);
+
 const limitYaml = (domain: string) =>
   `domain: ${domain}\ndescriptors:\n  - key: remote_address\n    rate_limit: { unit: minute, requests_per_unit: 60 }\n`;
 
