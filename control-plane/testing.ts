@@ -12,82 +12,12 @@ import {
   type WireDiscoveryResponse,
 } from '../proto/index.js';
 
-export interface RawAdsStream {
-  send(req: WireDiscoveryRequest): void;
-  /** The next response; rejects after timeoutMs. */
-  next(timeoutMs?: number): Promise<WireDiscoveryResponse>;
-  /** Resolves true when no response arrives within ms. */
-  quiet(ms: number): Promise<boolean>;
-  close(): void;
-}
-
-export function openRawAdsStream(
-  address: string,
-  nodeId: string,
-  creds = grpc.credentials.createInsecure(),
-): RawAdsStream {
-  const Ctor = adsClientConstructor();
-  const client = new Ctor(address, creds);
-  const call = (
-    client as unknown as Record<
-      string,
-      () => grpc.ClientDuplexStream<WireDiscoveryRequest, WireDiscoveryResponse>
-    >
-  )[ADS_STREAM_METHOD].call(client);
-  const queue: WireDiscoveryResponse[] = [];
-  let waiter: ((r: WireDiscoveryResponse) => void) | undefined;
-  call.on('data', (r: WireDiscoveryResponse) => {
-    if (waiter) {
-      const w = waiter;
-      waiter = undefined;
-      w(r);
-    } else queue.push(r);
-  });
-  call.on('error', () => {});
-  return {
-    send(req) {
-      call.write({ node: { id: nodeId }, typeUrl: RATELIMIT_CONFIG_TYPE_URL, ...req });
-    },
-    next(timeoutMs = 5000) {
-      const q = queue.shift();
-      if (q) return Promise.resolve(q);
-      return new Promise((resolve, reject) => {
-        const t = setTimeout(() => {
-          waiter = undefined;
-          reject(new Error(`no response within ${timeoutMs} ms`));
-        }, timeoutMs);
-        waiter = (r) => {
-          clearTimeout(t);
-          resolve(r);
-        };
-      });
-    },
-    async quiet(ms) {
-      if (queue.length > 0) return false;
-      return new Promise((resolve) => {
-        const t = setTimeout(() => {
-          waiter = undefined;
-          resolve(true);
-        }, ms);
-        waiter = (r) => {
-          clearTimeout(t);
-          queue.push(r);
-          resolve(false);
-        };
-      });
-    },
-    close() {
-      call.cancel();
-      client.close();
-    },
-  };
-}
-
-export interface RawDeltaStream {
+/** One ADS stream of either protocol, driven by hand. */
+export interface RawStream<Req, Res> {
   /** Sends a request (type URL and node filled in). */
-  send(req: WireDeltaDiscoveryRequest): void;
+  send(req: Req): void;
   /** The next response; rejects after timeoutMs. */
-  next(timeoutMs?: number): Promise<WireDeltaDiscoveryResponse>;
+  next(timeoutMs?: number): Promise<Res>;
   /** Resolves true when no response arrives within ms. */
   quiet(ms: number): Promise<boolean>;
   /** The status the stream ended with. */
@@ -95,18 +25,23 @@ export interface RawDeltaStream {
   close(): void;
 }
 
-export function openRawDeltaStream(address: string, nodeId: string): RawDeltaStream {
+export type RawAdsStream = RawStream<WireDiscoveryRequest, WireDiscoveryResponse>;
+export type RawDeltaStream = RawStream<WireDeltaDiscoveryRequest, WireDeltaDiscoveryResponse>;
+
+function openRawStream<Req extends object, Res>(
+  method: string,
+  address: string,
+  nodeId: string,
+  creds: grpc.ChannelCredentials,
+): RawStream<Req, Res> {
   const Ctor = adsClientConstructor();
-  const client = new Ctor(address, grpc.credentials.createInsecure());
-  const call = (
-    client as unknown as Record<
-      string,
-      () => grpc.ClientDuplexStream<WireDeltaDiscoveryRequest, WireDeltaDiscoveryResponse>
-    >
-  )[ADS_DELTA_METHOD].call(client);
-  const queue: WireDeltaDiscoveryResponse[] = [];
-  let waiter: ((r: WireDeltaDiscoveryResponse) => void) | undefined;
-  call.on('data', (r: WireDeltaDiscoveryResponse) => {
+  const client = new Ctor(address, creds);
+  const call = (client as unknown as Record<string, () => grpc.ClientDuplexStream<Req, Res>>)[method].call(
+    client,
+  );
+  const queue: Res[] = [];
+  let waiter: ((r: Res) => void) | undefined;
+  call.on('data', (r: Res) => {
     if (waiter) {
       const w = waiter;
       waiter = undefined;
@@ -152,4 +87,16 @@ export function openRawDeltaStream(address: string, nodeId: string): RawDeltaStr
       client.close();
     },
   };
+}
+
+export function openRawAdsStream(
+  address: string,
+  nodeId: string,
+  creds = grpc.credentials.createInsecure(),
+): RawAdsStream {
+  return openRawStream(ADS_STREAM_METHOD, address, nodeId, creds);
+}
+
+export function openRawDeltaStream(address: string, nodeId: string): RawDeltaStream {
+  return openRawStream(ADS_DELTA_METHOD, address, nodeId, grpc.credentials.createInsecure());
 }

@@ -287,6 +287,16 @@ export class XdsConfigClient extends EventEmitter<XdsConfigClientEvents> {
       .catch((err: unknown) => this.log.error({ err }, 'xDS response not handled'));
   }
 
+  /** The whole set of encoded resources to the service: its refusal message, or undefined once applied. */
+  private async validate(messages: Uint8Array[], version: string): Promise<string | undefined> {
+    if (this.opts.onEncodedConfig) return this.opts.onEncodedConfig(messages, version);
+    const documents = messages.map((bytes) => {
+      const msg = decodeRateLimitConfig(bytes);
+      return { name: msg.name, document: rateLimitConfigToDocument(msg) };
+    });
+    return this.opts.onConfig!(documents, version);
+  }
+
   /** Validates and applies one response, then ACKs or NACKs it on its stream if that still runs. */
   private async apply(
     call: AdsCall,
@@ -305,15 +315,7 @@ export class XdsConfigClient extends EventEmitter<XdsConfigClientEvents> {
         }
         return any.value ?? new Uint8Array();
       });
-      if (this.opts.onEncodedConfig) {
-        error = await this.opts.onEncodedConfig(messages, version);
-      } else {
-        const documents = messages.map((bytes) => {
-          const msg = decodeRateLimitConfig(bytes);
-          return { name: msg.name, document: rateLimitConfigToDocument(msg) };
-        });
-        error = await this.opts.onConfig!(documents, version);
-      }
+      error = await this.validate(messages, version);
     } catch (err) {
       error = err instanceof Error ? err.message : String(err);
     }
@@ -375,15 +377,7 @@ export class XdsConfigClient extends EventEmitter<XdsConfigClientEvents> {
       // Sorted by name, as a SotW response is: the config does not depend on the arrival order.
       const names = [...next.keys()].sort();
       const messages = names.map((n) => next.get(n)!.value);
-      if (this.opts.onEncodedConfig) {
-        error = await this.opts.onEncodedConfig(messages, version);
-      } else {
-        const documents = messages.map((bytes) => {
-          const msg = decodeRateLimitConfig(bytes);
-          return { name: msg.name, document: rateLimitConfigToDocument(msg) };
-        });
-        error = await this.opts.onConfig!(documents, version);
-      }
+      error = await this.validate(messages, version);
     } catch (err) {
       error = err instanceof Error ? err.message : String(err);
     }
