@@ -2,7 +2,7 @@
 // the service sends after known traffic, and the lines are checked for names, values and tags.
 import { createSocket, type Socket } from 'node:dgram';
 import type { AddressInfo } from 'node:net';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { descriptor, eventually, startTestApp, roomInWindow } from '../test-support.js';
 import { mogrifiersFromEnv, MogrifierError } from './mogrifier.js';
 
@@ -64,7 +64,8 @@ const traffic = async (svc: Awaited<ReturnType<typeof startTestApp>>) => {
   await svc.call({ domain: '', descriptors: [descriptor(['k', 'x'])] }).catch(() => undefined);
 };
 
-t.test('StatsD: counters as deltas per flush, gostats names, EXTRA_TAGS as .__k=v', async (t) => {
+/** A receiver and a service flushing StatsD to it every 100 ms (both stopped at the test's end). */
+async function withStatsd(t: Test, env: Record<string, string> = {}) {
   const rx = await udpReceiver();
   t.teardown(() => rx.close());
   const svc = await startTestApp({
@@ -74,9 +75,15 @@ t.test('StatsD: counters as deltas per flush, gostats names, EXTRA_TAGS as .__k=
       STATSD_HOST: '127.0.0.1',
       STATSD_PORT: String(rx.port),
       STATS_FLUSH_INTERVAL: '100ms',
+      ...env,
     },
   });
   t.teardown(() => svc.close());
+  return { rx, svc };
+}
+
+t.test('StatsD: counters as deltas per flush, gostats names, EXTRA_TAGS as .__k=v', async (t) => {
+  const { rx, svc } = await withStatsd(t);
   await traffic(svc);
   const p = 'ratelimit.service.rate_limit.d';
   const timings = () =>
@@ -115,18 +122,7 @@ t.test('StatsD: counters as deltas per flush, gostats names, EXTRA_TAGS as .__k=
 });
 
 t.test('StatsD: a descriptor value with a line break or ":" cannot add a line of its own', async (t) => {
-  const rx = await udpReceiver();
-  t.teardown(() => rx.close());
-  const svc = await startTestApp({
-    files: { 'd.yaml': CONFIG },
-    env: {
-      USE_STATSD: 'true',
-      STATSD_HOST: '127.0.0.1',
-      STATSD_PORT: String(rx.port),
-      STATS_FLUSH_INTERVAL: '100ms',
-    },
-  });
-  t.teardown(() => svc.close());
+  const { rx, svc } = await withStatsd(t);
   // detailed_metric puts the request's value into the statistic's name.
   await svc.call({ domain: 'd', descriptors: [descriptor(['user', 'x\ninjected.metric:999|c\r\u0000'])] });
   const p = 'ratelimit.service.rate_limit.d';
@@ -138,19 +134,7 @@ t.test('StatsD: a descriptor value with a line break or ":" cannot add a line of
 });
 
 t.test('StatsD: EXTRA_TAGS are serialized into the name like gostats', async (t) => {
-  const rx = await udpReceiver();
-  t.teardown(() => rx.close());
-  const svc = await startTestApp({
-    files: { 'd.yaml': CONFIG },
-    env: {
-      USE_STATSD: 'true',
-      STATSD_HOST: '127.0.0.1',
-      STATSD_PORT: String(rx.port),
-      STATS_FLUSH_INTERVAL: '100ms',
-      EXTRA_TAGS: 'zone:eu-1,app:rl',
-    },
-  });
-  t.teardown(() => svc.close());
+  const { rx, svc } = await withStatsd(t, { EXTRA_TAGS: 'zone:eu-1,app:rl' });
   await svc.call({ domain: 'd', descriptors: [descriptor(['k', 'x'])] });
   await eventually(
     () => rx.counter('ratelimit.service.rate_limit.d.k.total_hits.__app=rl.__zone=eu-1') === 1,
