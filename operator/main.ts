@@ -49,6 +49,8 @@ export async function main(argv: string[]): Promise<number> {
       'xds-tls-key': { type: 'string' },
       'xds-tls-client-ca': { type: 'string' },
       'max-send-bytes': { type: 'string' },
+      'max-delta-names': { type: 'string' },
+      'max-delta-name-bytes': { type: 'string' },
       'metrics-listen': { type: 'string', default: '0.0.0.0:8080' },
       'health-listen': { type: 'string', default: '0.0.0.0:8081' },
       'leader-elect': { type: 'string', default: 'true' },
@@ -92,6 +94,10 @@ export async function main(argv: string[]): Promise<number> {
         }
       : undefined,
     xdsMaxSendBytes: positive(values['max-send-bytes'], 'max-send-bytes'),
+    xdsDelta: {
+      maxNames: positive(values['max-delta-names'], 'max-delta-names'),
+      maxNameBytes: positive(values['max-delta-name-bytes'], 'max-delta-name-bytes'),
+    },
     metricsListen: off(values['metrics-listen']),
     healthListen: off(values['health-listen']),
     leaderElection: leaderElect

@@ -12,7 +12,7 @@ import {
   silentLogger,
   type Logger,
 } from '../common/index.js';
-import { AdsServer, InMemorySnapshotCache, type TlsFiles } from '../control-plane/index.js';
+import { AdsServer, type DeltaBounds, InMemorySnapshotCache, type TlsFiles } from '../control-plane/index.js';
 import { POD_STATE_EVENTS, RateLimitOperatorController } from './controller.js';
 import type { DomainPolicy } from './domain-policy.js';
 import { LeaderElector } from './kube/index.js';
@@ -28,6 +28,8 @@ export interface OperatorOptions {
   readonly xdsTls?: TlsFiles;
   /** Largest xDS response (default XDS_MAX_MESSAGE_BYTES, what pods accept by default). */
   readonly xdsMaxSendBytes?: number;
+  /** Bounds on incremental (delta) streams (DEFAULT_DELTA_BOUNDS where absent). */
+  readonly xdsDelta?: Partial<DeltaBounds>;
   /** host:port or undefined (off). */
   readonly metricsListen?: string;
   readonly healthListen?: string;
@@ -88,6 +90,7 @@ export class RateLimitOperator {
       listen: opts.xdsListen,
       tls: opts.xdsTls,
       maxSendMessageBytes: opts.xdsMaxSendBytes,
+      delta: opts.xdsDelta,
       logger: this.log,
       identifier: this.identity,
     });

@@ -2,8 +2,8 @@
 export const USAGE = `Usage: ratelimit-operator [options]
 
 Watches RateLimitConfig resources (ratelimit.envoyproxy.io/v1alpha1), validates them with the rate
-limit service's own validator, and serves them to ratelimit pods over xDS (ADS, state of the world,
-type.googleapis.com/ratelimit.config.ratelimit.v3.RateLimitConfig). Every replica serves the same
+limit service's own validator, and serves them to ratelimit pods over xDS (ADS, state of the world
+and incremental, type.googleapis.com/ratelimit.config.ratelimit.v3.RateLimitConfig). Every replica serves the same
 content (so the same versions); the replica holding the Lease writes status and Events.
 
 Kubernetes credentials: --kubeconfig, else $KUBECONFIG, else the in-cluster service account, else
@@ -20,6 +20,10 @@ Options:
                                    XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES; raise both together). A larger
                                    config is not sent: pods keep theirs and the resources it changes
                                    get Programmed=False reason TooLarge
+  --max-delta-names <n>            names one incremental (delta) stream may subscribe to, and entries of
+                                   its initial_resource_versions (default 50000); a stream over it is
+                                   ended with INVALID_ARGUMENT, the other streams are untouched
+  --max-delta-name-bytes <n>       bytes of one resource name or version a delta stream sends (default 1024)
   --metrics-listen <host:port>     Prometheus /metrics (default 0.0.0.0:8080; "off" disables)
   --health-listen <host:port>      /healthz and /readyz (default 0.0.0.0:8081; "off" disables)
   --leader-elect <true|false>      take part in Lease leader election (default true; false: always write status)
@@ -55,6 +59,8 @@ export const USAGE_FLAGS = [
   '--xds-tls-key',
   '--xds-tls-client-ca',
   '--max-send-bytes',
+  '--max-delta-names',
+  '--max-delta-name-bytes',
   '--metrics-listen',
   '--health-listen',
   '--leader-elect',
