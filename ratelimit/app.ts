@@ -18,7 +18,7 @@ import { OverLimitLog, RateLimitService, type NamedLimitsOptions } from './servi
 import { QuotaServer } from './quota/index.js';
 import type { Env, Settings } from './settings/index.js';
 import { StatsStore, createStatsPipeline, type StatsPipeline } from './stats/index.js';
-import { cacheSpanName, createTracing, type RateLimitTracing } from './tracing/index.js';
+import { cacheSpanName, type RateLimitTracing } from './tracing/index.js';
 
 /** How long after the drain time (SHUTDOWN_DRAIN_TIMEOUT) the process exits whatever still hangs. */
 export const SHUTDOWN_EXIT_SLACK_MS = 2000;
@@ -55,6 +55,8 @@ export interface RateLimitAppOptions {
   env?: Env;
   /** Builds the xDS config source; injected so this module does not depend on the xDS client. */
   xdsSourceFactory?: (deps: ConfigSourceDeps) => Promise<ConfigSource>;
+  /** TRACING_ENABLED: the tracing, from loadTracing (built outside so that OpenTelemetry loads only then). */
+  tracing?: RateLimitTracing;
 }
 
 export class RateLimitApp {
@@ -97,7 +99,9 @@ export class RateLimitApp {
       logger: this.logger,
       env: opts.env,
     });
-    this.tracing = createTracing(s.tracing, { logger: this.logger });
+    if (s.tracing.enabled && !opts.tracing)
+      throw new Error('TRACING_ENABLED=true needs the tracing (loadTracing)');
+    this.tracing = s.tracing.enabled ? opts.tracing : undefined;
     this.limiterStore = this.tracing
       ? this.tracing.wrapStore(stack.store, cacheSpanName(s.backendType))
       : stack.store;

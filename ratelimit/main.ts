@@ -3,6 +3,7 @@ import { RateLimitApp, SHUTDOWN_EXIT_SLACK_MS } from './app.js';
 import { createLogger } from './logging.js';
 import { loadSettings, SettingsError } from './settings/index.js';
 import { createXdsSource } from './sources/index.js';
+import { loadTracing } from './tracing/index.js';
 
 async function main(): Promise<void> {
   let settings;
@@ -16,7 +17,8 @@ async function main(): Promise<void> {
     throw err;
   }
   const logger = createLogger({ level: settings.logLevel, format: settings.logFormat });
-  const app = new RateLimitApp({ settings, logger, xdsSourceFactory: createXdsSource });
+  const tracing = await loadTracing(settings.tracing, { logger });
+  const app = new RateLimitApp({ settings, logger, xdsSourceFactory: createXdsSource, tracing });
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;

@@ -9,6 +9,7 @@ import type { WireRateLimitRequest, WireRateLimitResponse } from '../proto/index
 import { RateLimitApp, type RateLimitAppOptions } from './app.js';
 import { createLogger } from './logging.js';
 import { loadSettings } from './settings/index.js';
+import { loadTracing } from './tracing/index.js';
 
 export interface TestApp {
   app: RateLimitApp;
@@ -50,9 +51,11 @@ export async function startTestApp(opts: StartTestAppOptions = {}): Promise<Test
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'fatal',
     ...opts.env,
   });
+  const logger = createLogger({ level: settings.logLevel, format: settings.logFormat });
   const app = new RateLimitApp({
     settings,
-    logger: createLogger({ level: settings.logLevel, format: settings.logFormat }),
+    logger,
+    tracing: await loadTracing(settings.tracing, { logger }),
     ...opts.appOptions,
   });
   await app.start();

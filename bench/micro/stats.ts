@@ -21,7 +21,7 @@ import { MemoryCounterStore } from '../../ratelimit/memory/index.js';
 import type { WireRateLimitRequest } from '../../proto/index.js';
 import { RateLimitService } from '../../ratelimit/service/index.js';
 import { loadSettings, type Settings } from '../../ratelimit/settings/index.js';
-import { createTracing, type RateLimitTracing } from '../../ratelimit/tracing/index.js';
+import { loadTracing, type RateLimitTracing } from '../../ratelimit/tracing/index.js';
 import {
   Counter,
   createStatsPipeline,
@@ -84,12 +84,12 @@ function settingsFor(env: Record<string, string>): Settings {
   return loadSettings({ STATS_FLUSH_INTERVAL: `${FLUSH_MS}ms`, ...env });
 }
 
-function build(opts: {
+async function build(opts: {
   stats?: StatsStore;
   env?: Record<string, string>;
   tracing?: boolean;
   sampling?: string;
-}): Variant {
+}): Promise<Variant> {
   const stats = opts.stats ?? new StatsStore();
   const settings = settingsFor({
     ...(opts.env ?? { DISABLE_STATS: 'true' }),
@@ -97,7 +97,7 @@ function build(opts: {
   });
   const pipeline = createStatsPipeline(settings.stats, { store: stats, logger });
   // Spans are built and batched as in production; the exporter drops them instead of sending.
-  const tracing = createTracing(settings.tracing, {
+  const tracing = await loadTracing(settings.tracing, {
     logger,
     exporter: { export: (_spans, done) => done({ code: 0 }), shutdown: async () => {} },
   });
@@ -163,7 +163,7 @@ function median(xs: number[]): number {
   return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
 }
 
-type Spec = { name: string; note: string; make: (udpPort: string) => Variant };
+type Spec = { name: string; note: string; make: (udpPort: string) => Promise<Variant> };
 
 const SPECS: Spec[] = [
   {
@@ -219,7 +219,7 @@ const SPECS: Spec[] = [
 async function measureOne(name: string, udpPort: string): Promise<void> {
   const spec = SPECS.find((s) => s.name === name);
   if (!spec) throw new Error(`unknown variant ${name}`);
-  const v = spec.make(udpPort);
+  const v = await spec.make(udpPort);
   let flushMs = 0;
   const flusher = v.pipeline?.flusher;
   if (flusher) {

@@ -9,7 +9,7 @@ import t from 'tap';
 import { rateLimitServiceDefinition } from '../../proto/index.js';
 import type { WireRateLimitRequest, WireRateLimitResponse } from '../../proto/index.js';
 import { descriptor, startTestApp } from '../test-support.js';
-import { EXECUTION_SPAN_NAME, SERVER_SPAN_NAME } from './tracing.js';
+import { EXECUTION_SPAN_NAME, SERVER_SPAN_NAME } from './names.js';
 
 // The part of the OTLP trace protocol the receiver needs (field numbers from opentelemetry-proto).
 const OTLP = protobuf.parse(`

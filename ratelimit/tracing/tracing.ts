@@ -43,8 +43,7 @@ import type { Logger } from 'pino';
 import type { CounterOp, CounterStore, LimitCheck, LimitVerdict } from '../counting/index.js';
 import type { Settings } from '../settings/index.js';
 
-export const SERVER_SPAN_NAME = 'envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit';
-export const EXECUTION_SPAN_NAME = 'ShouldRateLimit Execution';
+import { EXECUTION_SPAN_NAME, SERVER_SPAN_NAME } from './names.js';
 
 /** What the tracer needs from grpc-js Metadata (or any header bag). */
 export interface MetadataCarrier {
@@ -259,22 +258,16 @@ class TracedCounterStore implements CounterStore {
   }
 }
 
-/** Span name of the cache call per backend, the reference's name for Redis. */
-export function cacheSpanName(backendType: string): string {
-  switch (backendType) {
-    case 'redis':
-      return 'Redis Pipeline Execution';
-    case 'memcache':
-      return 'Memcached Execution';
-    default:
-      return 'Memory Store Execution';
-  }
+/** What the tracing is built with besides its settings (`exporter` replaces the OTLP one: tests, benchmarks). */
+export interface TracingDeps {
+  logger?: Logger;
+  exporter?: SpanExporter;
 }
 
 /** The tracing for these settings, or undefined when TRACING_ENABLED is false. */
 export function createTracing(
   settings: Settings['tracing'],
-  deps: { logger?: Logger; exporter?: SpanExporter } = {},
+  deps: TracingDeps = {},
 ): RateLimitTracing | undefined {
   if (!settings.enabled) return undefined;
   return new RateLimitTracing({ settings, ...deps });
