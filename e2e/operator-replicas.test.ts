@@ -83,20 +83,31 @@ async function stopReplicas(): Promise<void> {
 /**
  * A real ratelimit service taking config over xDS from one replica. `refuse`: the pod rejects any
  * config with that domain (its config swap throws, so its xDS client NACKs with the message).
+ * `protocol`: incremental (the chart's default) or state of the world.
  */
-async function startPod(node: string, xdsPort: number, refuse?: string): Promise<TestApp> {
-  return startXdsPod(node, xdsPort, {
-    xdsSourceFactory: (deps) => {
-      if (!refuse) return createXdsSource(deps);
-      return createXdsSource({
-        ...deps,
-        setConfig: (config: RateLimitConfig) => {
-          if (config.hasDomain(refuse)) throw new Error(`${node} refuses domain ${refuse}`);
-          deps.setConfig(config);
-        },
-      });
+async function startPod(
+  node: string,
+  xdsPort: number,
+  refuse?: string,
+  protocol: 'delta' | 'sotw' = 'delta',
+): Promise<TestApp> {
+  return startXdsPod(
+    node,
+    xdsPort,
+    {
+      xdsSourceFactory: (deps) => {
+        if (!refuse) return createXdsSource(deps);
+        return createXdsSource({
+          ...deps,
+          setConfig: (config: RateLimitConfig) => {
+            if (config.hasDomain(refuse)) throw new Error(`${node} refuses domain ${refuse}`);
+            deps.setConfig(config);
+          },
+        });
+      },
     },
-  });
+    protocol,
+  );
 }
 
 t.test('--help lists every flag', async (t) => {
@@ -194,7 +205,8 @@ t.test(
       ),
     );
     const podA = await startPod('pod-a', leader.xds);
-    const podB = await startPod('pod-b', follower.xds, 'refused');
+    // pod-b speaks state of the world: both protocols' ACKs and NACKs reach the status.
+    const podB = await startPod('pod-b', follower.xds, 'refused', 'sotw');
     t.teardown(async () => {
       await podA.close();
       await podB.close();

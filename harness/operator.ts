@@ -51,10 +51,17 @@ export async function startOperatorProcess(
   return { identity, proc, xds, metrics, health };
 }
 
-/** The environment of a ratelimit pod taking config over xDS from 127.0.0.1:xdsPort, with quick retries. */
-export function xdsPodEnv(node: string, xdsPort: number): Record<string, string> {
+/**
+ * The environment of a ratelimit pod taking config over xDS from 127.0.0.1:xdsPort, with quick retries;
+ * incremental (delta) xDS by default, as the chart deploys pods.
+ */
+export function xdsPodEnv(
+  node: string,
+  xdsPort: number,
+  protocol: 'delta' | 'sotw' = 'delta',
+): Record<string, string> {
   return {
-    CONFIG_TYPE: 'GRPC_XDS_SOTW',
+    CONFIG_TYPE: protocol === 'delta' ? 'GRPC_XDS_DELTA' : 'GRPC_XDS_SOTW',
     CONFIG_GRPC_XDS_SERVER_URL: `127.0.0.1:${xdsPort}`,
     CONFIG_GRPC_XDS_NODE_ID: node,
     CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL: '200ms',
@@ -69,6 +76,7 @@ export function startXdsPod(
   node: string,
   xdsPort: number,
   appOptions: StartTestAppOptions['appOptions'] = { xdsSourceFactory: createXdsSource },
+  protocol: 'delta' | 'sotw' = 'delta',
 ): Promise<TestApp> {
-  return startTestApp({ env: xdsPodEnv(node, xdsPort), appOptions });
+  return startTestApp({ env: xdsPodEnv(node, xdsPort, protocol), appOptions });
 }
