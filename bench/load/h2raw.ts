@@ -45,8 +45,15 @@ function hpackString(s: string): Buffer {
   return Buffer.concat([Buffer.from([b.length]), b]);
 }
 
-/** The request header block: :method POST, :scheme http, :path, :authority, content-type, te. */
-function headerBlock(authority: string, path: string): Buffer {
+/**
+ * The request header block: :method POST, :scheme http, :path, :authority, content-type, te, then
+ * `extra` more headers (x-bench-<i>: a 32-byte value; Envoy's calls carry about a dozen headers).
+ */
+function headerBlock(authority: string, path: string, extra = 0): Buffer {
+  const more: Buffer[] = [];
+  for (let i = 0; i < extra; i++) {
+    more.push(Buffer.from([0x00]), hpackString(`x-bench-${i}`), hpackString(`${i}`.padStart(32, 'v')));
+  }
   return Buffer.concat([
     Buffer.from([0x83, 0x86]), // indexed :method POST, :scheme http
     Buffer.from([0x04]), // literal without indexing, name :path (4)
@@ -58,6 +65,7 @@ function headerBlock(authority: string, path: string): Buffer {
     Buffer.from([0x00]), // new name
     hpackString('te'),
     hpackString('trailers'),
+    ...more,
   ]);
 }
 
@@ -82,8 +90,9 @@ export class RawH2Connection {
     private readonly host: string,
     private readonly port: number,
     path: string,
+    extraHeaders = 0,
   ) {
-    this.block = headerBlock(`${host}:${port}`, path);
+    this.block = headerBlock(`${host}:${port}`, path, extraHeaders);
   }
 
   connect(): Promise<void> {

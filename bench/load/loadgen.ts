@@ -31,6 +31,8 @@ export interface LoadSpec {
   durationMs: number;
   /** Stop the measured window after this many calls (count-bound runs). */
   maxRequests?: number;
+  /** Request headers beyond the six of a plain gRPC call (Envoy sends about a dozen). */
+  extraHeaders?: number;
 }
 
 export interface LoadResult {
@@ -58,7 +60,7 @@ async function main(): Promise<void> {
   const [host, port] = spec.target.split(':');
   const sessions: RawH2Connection[] = [];
   for (let i = 0; i < spec.connections; i++) {
-    const c = new RawH2Connection(host, Number(port), SHOULD_RATE_LIMIT_PATH);
+    const c = new RawH2Connection(host, Number(port), SHOULD_RATE_LIMIT_PATH, spec.extraHeaders);
     await c.connect();
     sessions.push(c);
   }
