@@ -57,8 +57,14 @@ export async function runBench(o: BenchOptions, copyLatest = true): Promise<Benc
   pin(process.pid, AUX_CPUS);
   mkdirSync(o.outDir, { recursive: true });
   const tmp = makeTempDir('ratelimit-bench');
+  // One config directory per service, the same files in each: a file written for one service's
+  // measurement is not also parsed by the other (both are pinned to the same core).
   const runtime = new RuntimeDir(join(tmp, 'runtime'));
-  for (const [name, text] of Object.entries(configFiles(0))) runtime.write(name, text);
+  const referenceRuntime = new RuntimeDir(join(tmp, 'runtime-reference'));
+  for (const [name, text] of Object.entries(configFiles(0))) {
+    runtime.write(name, text);
+    referenceRuntime.write(name, text);
+  }
 
   const results: BenchResults = {
     meta: {
@@ -119,7 +125,6 @@ export async function runBench(o: BenchOptions, copyLatest = true): Promise<Benc
   };
   try {
     const common = {
-      runtime,
       redisUrl: redis.url,
       cpus: SERVICE_CPUS,
       logDir: o.outDir,
@@ -127,6 +132,7 @@ export async function runBench(o: BenchOptions, copyLatest = true): Promise<Benc
     };
     svcs.ours = await BenchService.start({
       kind: 'ours',
+      runtime,
       ...common,
       node: o.node,
       nodeArgs: [
@@ -137,7 +143,7 @@ export async function runBench(o: BenchOptions, copyLatest = true): Promise<Benc
       loopProbeFile: join(o.outDir, OURS_LOOP_PROBE_FILE),
     });
     if (o.reference && BenchService.referenceBinary()) {
-      svcs.reference = await BenchService.start({ kind: 'reference', ...common });
+      svcs.reference = await BenchService.start({ kind: 'reference', runtime: referenceRuntime, ...common });
       kinds.push('reference');
     } else if (o.reference) {
       log('reference service not available: measuring ours only (build it with scripts/build-go-tools.sh)');

@@ -232,6 +232,7 @@ export class RateLimitApp {
           mergeDomainConfig: s.mergeDomainConfig,
           yamlLimits: s.configYamlLimits,
           parseTimeoutMs: s.configParseTimeoutMs,
+          spareWorker: s.configReload.spareWorker,
           logger: this.logger,
         },
         (u) => this.applyConfig(u),

@@ -109,7 +109,10 @@ export class BenchRedis {
 
 export type ServiceKind = 'ours' | 'reference';
 
-/** The runtime directory both services read: RUNTIME_ROOT/ratelimit/config/*.yaml. */
+/**
+ * A service's runtime directory: RUNTIME_ROOT/ratelimit/config/*.yaml. Each service has its own, so a
+ * reload measured on one does not make the other parse the same file on the same core at that moment.
+ */
 export class RuntimeDir {
   readonly configDir: string;
   private readonly staging: string;
@@ -152,6 +155,8 @@ export class BenchService {
     readonly proc: ServerProcess,
     readonly grpcPort: number,
     readonly httpPort: number,
+    /** The directory this service reads its config files from. */
+    readonly runtime: RuntimeDir,
   ) {}
 
   get pid(): number {
@@ -214,7 +219,7 @@ export class BenchService {
       context: () => proc.logTail(),
     });
     await waitForPort(httpPort, { deadlineMs: 10_000, abort: () => proc.exitReason() });
-    return new BenchService(o.kind, proc, grpcPort, httpPort);
+    return new BenchService(o.kind, proc, grpcPort, httpPort, o.runtime);
   }
 
   /** One ShouldRateLimit call through grpc-js (decision checks and reload probes, not load). */

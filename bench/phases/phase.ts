@@ -23,6 +23,7 @@ export interface PhaseContext {
   kinds: ServiceKind[];
   svcs: Partial<Record<ServiceKind, BenchService>>;
   redis: BenchRedis;
+  /** Our service's config directory (each service has its own: `svc.runtime`). */
   runtime: RuntimeDir;
   /** Scratch directory of this run (removed at the end). */
   tmp: string;

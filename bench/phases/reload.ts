@@ -12,7 +12,7 @@ import { cfg10kYaml } from '../../harness/fixtures.js';
 import { AUX_CPUS, type Phase, type PhaseContext } from './phase.js';
 
 async function run(ctx: PhaseContext): Promise<void> {
-  const { o, redis, runtime, results, log } = ctx;
+  const { o, redis, results, log } = ctx;
   let version = 0;
   await ctx.each(async (svc, round) => {
     version++;
@@ -43,7 +43,8 @@ async function run(ctx: PhaseContext): Promise<void> {
           await new Promise((r) => setTimeout(r, 1000));
           const t0 = performance.now();
           writtenAt = Date.now();
-          runtime.write('bench_cfg10k.yaml', yaml);
+          // Into this service's own directory: the other service does not parse it meanwhile.
+          svc.runtime.write('bench_cfg10k.yaml', yaml);
           while (performance.now() - t0 < 10_000) {
             const r = await svc.call(probe).catch(() => undefined);
             if (r?.overallCode === 'OVER_LIMIT') {

@@ -7,6 +7,7 @@
 // second before the push (the control: the machine's own noise floor).
 //   measureXdsReload({ outDir }) from the harness, or:
 //   node --import tsx bench/phases/xds-reload-process.ts [rounds] [--service-bin=<bin/ratelimit.js of another build>]
+//     [--node-flags="--max-semi-space-size=4 --single-threaded-gc"] (node / V8 flags of the service)
 import { mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
@@ -25,6 +26,8 @@ export interface XdsReloadOptions {
   cpus?: string;
   /** The service's bin (default: this tree's bin/ratelimit.js); another build's for an A/B. */
   serviceBin?: string;
+  /** Node / V8 flags of the service (the bench's --ours-node-flags and --trace-gc). */
+  nodeFlags?: readonly string[];
 }
 
 export interface XdsReloadRound {
@@ -69,6 +72,7 @@ export async function measureXdsReload(o: XdsReloadOptions): Promise<XdsReloadRe
       '-c',
       o.cpus ?? '1',
       process.execPath,
+      ...(o.nodeFlags ?? []),
       '--import',
       join(REPO_ROOT, 'bench', 'harness', 'loop-probe-preload.mjs'),
       o.serviceBin ?? builtBin('ratelimit'),
@@ -154,7 +158,9 @@ if (process.argv[1] && import.meta.url.endsWith(process.argv[1].split('/').pop()
   const rounds = Number(process.argv.find((a) => /^\d+$/.test(a)) ?? 5);
   const serviceBin = process.argv.find((a) => a.startsWith('--service-bin='))?.slice('--service-bin='.length);
   const outDir = join(REPO_ROOT, 'bench-results', `xds-reload-${Date.now()}`);
-  const result = await measureXdsReload({ outDir, rounds, serviceBin });
+  const flags = process.argv.find((a) => a.startsWith('--node-flags='))?.slice('--node-flags='.length);
+  const nodeFlags = flags?.split(' ').filter((f) => f !== '');
+  const result = await measureXdsReload({ outDir, rounds, serviceBin, nodeFlags });
   const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
   const col = (k: keyof XdsReloadRound) => {
     const xs = result.rounds.map((x) => x[k]);

@@ -34,6 +34,8 @@ export const xdsReloadPhase: Phase = {
         outDir: ctx.o.outDir,
         rounds: ctx.o.reloads,
         cpus: SERVICE_CPUS,
+        // The same flags as the main service: the shipped GC setting is what a push is measured with.
+        nodeFlags: [...(ctx.o.traceGc ? ['--trace-gc'] : []), ...ctx.o.oursNodeFlags],
       });
     } catch (err) {
       ctx.log(`xds-reload failed: ${(err as Error).message}`);

@@ -199,6 +199,8 @@ export interface Settings {
   namedLimits: NamedLimitsSettings;
   /** RLQS_*: the rate limit quota server (ratelimit/quota, docs/rlqs.md). */
   quota: QuotaSettings;
+  /** CONFIG_PARSE_SPARE_WORKER: how config files are reloaded (ratelimit/sources/file.ts). */
+  configReload: ConfigReloadSettings;
 }
 
 export interface NamedLimitsSettings {
@@ -456,6 +458,7 @@ export function loadSettings(env: Env = process.env): Settings {
 
     namedLimits: namedLimitsSettings(r),
     quota: quotaSettings(r),
+    configReload: configReloadSettings(r),
   };
 
   // LocalCacheSizeInBytes is the spelling in the spec's table; the reference reads LOCAL_CACHE_SIZE_IN_BYTES.
@@ -531,4 +534,17 @@ function quotaSettings(r: EnvReader): QuotaSettings {
     );
   }
   return q;
+}
+
+export interface ConfigReloadSettings {
+  /**
+   * CONFIG_PARSE_SPARE_WORKER: with config files, keep a fresh parse worker ready between reloads (a
+   * reload does not wait for one to start; costs the idle worker's memory); false ends it when idle.
+   */
+  spareWorker: boolean;
+}
+
+/** The file reload group: parsed on its own, like the RLQS group. */
+function configReloadSettings(r: EnvReader): ConfigReloadSettings {
+  return { spareWorker: r.bool('CONFIG_PARSE_SPARE_WORKER', true) };
 }

@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { descriptor, eventually, startTestApp } from '../test-support.js';
 import { FileConfigProvider, type FileProviderOptions } from './file.js';
+import type { ConfigParsePool } from './parse-pool.js';
 import type { ConfigUpdate } from './source.js';
 
 const limitYaml = (n: number) => `
@@ -168,4 +169,34 @@ t.test('a reload parses only the files that changed; a removed file is dropped',
   await eventually(() => limitOf(updates.at(-1), 'c') === undefined, 10_000, 'the removal of c.yaml');
   t.ok(debug.includes('parsing 0 of 2 files (the others are unchanged)'), 'a removal parses nothing');
   t.equal(limitOf(updates.at(-1), 'b'), 2);
+});
+
+t.test('a reload runs on the spare worker: no worker is started for it', async (t) => {
+  const root = mkdtempSync(join(tmpdir(), 'rl-spare-'));
+  t.teardown(() => rmSync(root, { recursive: true, force: true }));
+  const dir = join(root, 'config');
+  mkdirSync(dir);
+  writeFileSync(join(dir, 'a.yaml'), limitYaml(1));
+  const startedAtUpdate: number[] = [];
+  const limits: (number | undefined)[] = [];
+  const provider: FileConfigProvider = new FileConfigProvider(
+    { root, appDirectory: 'config', watchRoot: false, pollIntervalMs: 50 },
+    (u) => {
+      startedAtUpdate.push(parser.workersStarted);
+      limits.push(
+        'config' in u
+          ? u.config.getLimit('reload', { entries: [{ key: 'k', value: 'v' }] })?.rule.requestsPerUnit
+          : undefined,
+      );
+    },
+  );
+  const parser = (provider as unknown as { parser: ConfigParsePool }).parser;
+  t.teardown(() => provider.close());
+  await provider.start();
+  t.same(startedAtUpdate, [1], 'the first load started a worker');
+  await eventually(() => parser.workersStarted === 2, 10_000, 'the spare');
+  t.ok(parser.workerRunning, 'the spare waits for the next reload');
+  writeFileSync(join(dir, 'a.yaml'), limitYaml(2));
+  await eventually(() => limits.at(-1) === 2, 10_000, 'the reload');
+  t.equal(startedAtUpdate.at(-1), 2, 'the reload was parsed on the spare');
 });

@@ -141,3 +141,24 @@ t.test('warm() starts the worker before a parse, and it ends when no parse comes
   t.same((await p.parse([source]))[0]?.domain, 'd');
   t.same(p.counts, { worker: 1, inline: 0, timedOut: 0 }, 'the parse ran on the warmed worker');
 });
+
+t.test('with a spare, the used worker is replaced by a fresh one that is not ended when idle', async (t) => {
+  const p = new ConfigParsePool({ spare: true, spareDelayMs: 50, idleMs: 100 });
+  t.teardown(() => p.close());
+  const source = { name: 'a.yaml', yaml: 'domain: d\ndescriptors:\n  - key: a\n' };
+  await p.parse([source]);
+  t.equal(p.workersStarted, 1, 'the first parse started a worker');
+  let deadline = Date.now() + 10_000;
+  while (p.workersStarted < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  t.equal(p.workersStarted, 2, 'a spare was started after the parse');
+  // Three idle periods without a parse: an idle worker would have been ended by now.
+  await new Promise((r) => setTimeout(r, 300));
+  t.ok(p.workerRunning, 'the spare is kept');
+  t.equal(p.workersStarted, 2, 'and not replaced while unused');
+  t.same((await p.parse([source]))[0]?.domain, 'd');
+  t.equal(p.workersStarted, 2, 'the second parse ran on the spare: no worker was started for it');
+  deadline = Date.now() + 10_000;
+  while (p.workersStarted < 3 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  t.equal(p.workersStarted, 3, 'the used spare was replaced in turn');
+  t.same(p.counts, { worker: 2, inline: 0, timedOut: 0 }, 'both parses ran on a worker');
+});

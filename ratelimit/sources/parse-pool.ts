@@ -69,9 +69,20 @@ export interface ConfigParsePoolOptions {
   limits?: YamlLimits;
   /** A parse running longer is stopped (the worker terminated) and rejected; 0 disables. */
   timeoutMs?: number;
-  /** An idle worker is ended after this long (WORKER_IDLE_MS). */
+  /** An idle worker is ended after this long (WORKER_IDLE_MS); not with `spare`. */
   idleMs?: number;
+  /**
+   * Keep a fresh worker ready between parses: the worker that answered is ended and a new one started
+   * `spareDelayMs` later, so the next reload does not wait for a worker to start (tens to hundreds of
+   * ms) and a used worker's heap (the garbage of a large parse) is not kept either.
+   */
+  spare?: boolean;
+  /** How long after a parse the spare starts (SPARE_DELAY_MS): not while the new config's garbage is collected. */
+  spareDelayMs?: number;
 }
+
+/** A spare worker starts this long after the parse that ended its predecessor. */
+export const SPARE_DELAY_MS = 1000;
 
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
 
@@ -101,16 +112,28 @@ export class ConfigParsePool {
   private closed = false;
   /** How many parses ran on the worker and how many fell back to this thread. */
   readonly counts = { worker: 0, inline: 0, timedOut: 0 };
+  private started = 0;
   private readonly waiting = new Map<number, Waiting>();
   private readonly limits: YamlLimits;
   private readonly timeoutMs: number;
   private readonly idleMs: number;
+  private readonly spare: boolean;
+  private readonly spareDelayMs: number;
   private idleTimer: NodeJS.Timeout | undefined;
+  /** Whether the running worker has answered a parse (with `spare`, it is replaced by a fresh one). */
+  private used = false;
 
   constructor(opts: ConfigParsePoolOptions = {}) {
     this.limits = opts.limits ?? DEFAULT_YAML_LIMITS;
     this.timeoutMs = opts.timeoutMs ?? 30_000;
     this.idleMs = opts.idleMs ?? WORKER_IDLE_MS;
+    this.spare = opts.spare === true;
+    this.spareDelayMs = opts.spareDelayMs ?? SPARE_DELAY_MS;
+  }
+
+  /** How many worker threads were started so far. */
+  get workersStarted(): number {
+    return this.started;
   }
 
   /** Whether a worker thread is running now. */
@@ -209,6 +232,8 @@ export class ConfigParsePool {
     } catch (err) {
       throw new WorkerGone((err as Error).message, true);
     }
+    this.started++;
+    this.used = false;
     w.unref();
     let online = false;
     w.once('online', () => (online = true));
@@ -222,6 +247,7 @@ export class ConfigParsePool {
         return;
       }
       this.waiting.delete(r.id);
+      if (this.worker === w) this.used = true;
       p?.resolve(r);
       this.armIdleEnd();
     });
@@ -253,10 +279,30 @@ export class ConfigParsePool {
   }
 
   private armIdleEnd(): void {
-    if (this.waiting.size !== 0 || this.idleMs <= 0) return;
+    if (this.waiting.size !== 0) return;
+    if (this.spare) {
+      // A used worker is replaced by a fresh one; a fresh one is kept (not ended when idle).
+      if (!this.used) return;
+      clearTimeout(this.idleTimer);
+      this.idleTimer = setTimeout(() => this.replaceUsedWorker(), this.spareDelayMs);
+      this.idleTimer.unref();
+      return;
+    }
+    if (this.idleMs <= 0) return;
     clearTimeout(this.idleTimer);
     this.idleTimer = setTimeout(() => this.waiting.size === 0 && this.stopWorker(), this.idleMs);
     this.idleTimer.unref();
+  }
+
+  /** Ends the worker that answered (its heap holds a parse's garbage) and starts the spare. */
+  private replaceUsedWorker(): void {
+    if (this.closed || this.waiting.size !== 0 || !this.used) return;
+    this.stopWorker();
+    try {
+      this.ensureWorker();
+    } catch {
+      // no worker here: the next parse says so, and runs inline
+    }
   }
 
   /** Terminates the worker (not waiting for it) and fails what waits on it. */
