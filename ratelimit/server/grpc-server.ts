@@ -29,6 +29,7 @@ import type { HealthChecker } from './health.js';
 import {
   type CallContext,
   type CallHeaders,
+  frameMessage,
   GrpcStatusError,
   H2GrpcServer,
   type ServerStream,
@@ -108,6 +109,8 @@ export class RateLimitGrpcServer {
     this.server.addUnary<WireRateLimitRequest, WireRateLimitResponse>(SHOULD_RATE_LIMIT_PATH, {
       decode: (buf) => decodeRequest(buf, bounds),
       encode: (r) => encodeRateLimitResponse(r) ?? serialize(r),
+      // The usual response is encoded straight into its gRPC frame: no second Buffer and copy.
+      encodeFramed: (r) => encodeRateLimitResponse(r, true) ?? frameMessage(serialize(r)),
       handle: (req, call) => this.shouldRateLimit(req, call),
     });
     this.server.addUnary<string, number>(`/${HEALTH_SERVICE}/Check`, {
