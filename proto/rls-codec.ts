@@ -405,7 +405,8 @@ export function encodeRateLimitResponse(res: WireRateLimitResponse, framed = fal
   const requestHeaders = res.requestHeadersToAdd ?? NO_HEADERS;
   const slots =
     statuses.length * STATUS_SLOTS + (responseHeaders.length + requestHeaders.length) * HEADER_SLOTS;
-  if (slots > scratch.sizes.length) scratch.sizes = new Float64Array(Math.max(slots, scratch.sizes.length * 2));
+  if (slots > scratch.sizes.length)
+    scratch.sizes = new Float64Array(Math.max(slots, scratch.sizes.length * 2));
   const z = scratch.sizes;
 
   let total = 0;

@@ -159,11 +159,7 @@ export class Limiter {
    * finish(); otherwise it calls complete(). The service awaits `counting` in its own async function,
    * so a decision suspends one frame, not two.
    */
-  start(
-    domain: string,
-    matches: readonly (LimitMatch | undefined)[],
-    hits: readonly number[],
-  ): LimitRun {
+  start(domain: string, matches: readonly (LimitMatch | undefined)[], hits: readonly number[]): LimitRun {
     const now = this.nowSeconds();
     const n = matches.length;
     const keys: (string | undefined)[] = new Array(n);
