@@ -153,6 +153,48 @@ t.test('encodeRateLimitResponse writes what protobufjs reads back as the message
   t.pass('500 random responses');
 });
 
+t.test('framed: the 5-byte gRPC prefix, then the same message bytes', async (t) => {
+  fc.assert(
+    fc.property(response, (r) => {
+      const plain = encodeRateLimitResponse(r as WireRateLimitResponse)!;
+      const framed = encodeRateLimitResponse(r as WireRateLimitResponse, true)!;
+      return (
+        framed.length === plain.length + 5 &&
+        framed[0] === 0 &&
+        framed.readUInt32BE(1) === plain.length &&
+        framed.subarray(5).equals(plain)
+      );
+    }),
+    { numRuns: 300 },
+  );
+  // Past the encoder's first scratch of sizes (16 statuses' worth), then a small response again: each
+  // response is sized from its own fields only.
+  const big: WireRateLimitResponse = {
+    overallCode: 'OVER_LIMIT',
+    statuses: Array.from({ length: 40 }, (_, i) => ({
+      code: i % 2 === 0 ? ('OVER_LIMIT' as const) : ('OK' as const),
+      currentLimit: { name: `limit-${i}`, requestsPerUnit: i * 1000 + 1, unit: 'MINUTE' as const },
+      limitRemaining: i,
+      durationUntilReset: { seconds: i + 1 },
+    })),
+    responseHeadersToAdd: Array.from({ length: 12 }, (_, i) => ({ key: `k${i}`, value: 'v'.repeat(i * 50) })),
+    requestHeadersToAdd: [{ key: 'x-request', value: 'é' }],
+  };
+  const small: WireRateLimitResponse = {
+    overallCode: 'OK',
+    statuses: [{ code: 'OK', limitRemaining: 7, durationUntilReset: { seconds: 3 } }],
+  };
+  for (const r of [small, big, small]) {
+    const framed = encodeRateLimitResponse(r, true)!;
+    t.equal(framed.readUInt32BE(1), framed.length - 5, 'the prefix holds the message length');
+    t.same(
+      stripDefaults(pbDecodeResponse(framed.subarray(5))),
+      stripDefaults(pbDecodeResponse(pbEncodeResponse(r))),
+      `${r.statuses!.length} statuses read back as protobufjs reads its own encoding`,
+    );
+  }
+});
+
 t.test('responses with dynamic metadata or negative numbers are left to protobufjs', async (t) => {
   const base = { overallCode: 'OK' as const, statuses: [] };
   t.equal(encodeRateLimitResponse({ ...base, dynamicMetadata: { fields: {} } }), undefined);

@@ -299,35 +299,36 @@ export function varintSize(n: number): number {
   return size;
 }
 
-class Writer {
-  buf: Buffer;
-  pos = 0;
-  constructor(size: number) {
-    this.buf = Buffer.allocUnsafe(size);
+// The encoder keeps no per-call objects: one module-level writer and one scratch array of sizes, reused
+// by every call (encoding is synchronous, so no two calls can share them at once). Only the returned
+// Buffer is new.
+const writer = { buf: Buffer.alloc(0), pos: 0 };
+
+function writeVarint(n: number): void {
+  const b = writer.buf;
+  let pos = writer.pos;
+  while (n >= 0x80) {
+    b[pos++] = (n % 128) | 0x80;
+    n = Math.floor(n / 128);
   }
-  varint(n: number): void {
-    const b = this.buf;
-    while (n >= 0x80) {
-      b[this.pos++] = (n % 128) | 0x80;
-      n = Math.floor(n / 128);
-    }
-    b[this.pos++] = n;
-  }
-  string(s: string, bytes: number): void {
-    this.varint(bytes);
-    this.pos += this.buf.write(s, this.pos, 'utf8');
-  }
+  b[pos++] = n;
+  writer.pos = pos;
 }
 
-// Sizes of the nested messages, computed once per status and reused by the writer.
-interface StatusSizes {
-  limit: number;
-  limitName: number;
-  duration: number;
-  total: number;
+function writeString(s: string, bytes: number): void {
+  writeVarint(bytes);
+  writer.pos += writer.buf.write(s, writer.pos, 'utf8');
 }
 
-function statusSizes(s: WireDescriptorStatus): StatusSizes {
+// Sizes computed by the first pass and read by the second: per status 4 numbers (its currentLimit
+// message, the limit's name, its durationUntilReset message, the whole status), then per header 3
+// (the whole header, key bytes, value bytes). Grown when a response needs more; never shrunk.
+const scratch = { sizes: new Float64Array(64) };
+const STATUS_SLOTS = 4;
+const HEADER_SLOTS = 3;
+
+/** Writes one status's sizes at `at` in the scratch; returns the status message's size. */
+function statusSizes(s: WireDescriptorStatus, z: Float64Array, at: number): number {
   let total = 0;
   const code = CODE_NUMBER[s.code] ?? 0;
   if (code !== 0) total += 1 + varintSize(code);
@@ -352,22 +353,33 @@ function statusSizes(s: WireDescriptorStatus): StatusSizes {
     if (d.nanos) duration += 1 + varintSize(d.nanos);
     total += 1 + varintSize(duration) + duration;
   }
-  return { limit, limitName, duration, total };
+  z[at] = limit;
+  z[at + 1] = limitName;
+  z[at + 2] = duration;
+  z[at + 3] = total;
+  return total;
 }
 
-function headerSize(h: WireHeader): [number, number, number] {
+/** Writes one header's sizes at `at` in the scratch; returns the header message's size. */
+function headerSizes(h: WireHeader, z: Float64Array, at: number): number {
   const k = Buffer.byteLength(h.key ?? '');
   const v = Buffer.byteLength(h.value ?? '');
   let size = 0;
   if (k) size += 1 + varintSize(k) + k;
   if (v) size += 1 + varintSize(v) + v;
-  return [size, k, v];
+  z[at] = size;
+  z[at + 1] = k;
+  z[at + 2] = v;
+  return size;
 }
 
 function fitsFastPath(res: WireRateLimitResponse): boolean {
   const r = res as WireRateLimitResponse & { quota?: unknown; rawBody?: unknown };
   if (r.dynamicMetadata != null || r.quota != null || r.rawBody != null) return false;
-  for (const s of res.statuses ?? []) {
+  const statuses = res.statuses;
+  if (statuses == null) return true;
+  for (let i = 0; i < statuses.length; i++) {
+    const s = statuses[i]!;
     if ((s as { quota?: unknown }).quota != null) return false;
     const d = s.durationUntilReset;
     if (s.limitRemaining < 0 || (d && (d.seconds < 0 || (d.nanos ?? 0) < 0))) return false;
@@ -375,90 +387,132 @@ function fitsFastPath(res: WireRateLimitResponse): boolean {
   return true;
 }
 
+const NO_STATUSES: readonly WireDescriptorStatus[] = [];
+const NO_HEADERS: readonly WireHeader[] = [];
+
+/** The bytes of the gRPC message prefix (flag, 4-byte length) `encodeRateLimitResponse` can put first. */
+export const GRPC_FRAME_PREFIX = 5;
+
 /**
  * RateLimitResponse to bytes, or undefined when it carries what this encoder leaves to protobufjs
- * (dynamic metadata, quotas, raw body, negative numbers).
+ * (dynamic metadata, quotas, raw body, negative numbers). With `framed`, the bytes are a whole gRPC
+ * message frame: the 5-byte prefix (uncompressed, the message's length) and the message, in one Buffer.
  */
-export function encodeRateLimitResponse(res: WireRateLimitResponse): Buffer | undefined {
+export function encodeRateLimitResponse(res: WireRateLimitResponse, framed = false): Buffer | undefined {
   if (!fitsFastPath(res)) return undefined;
-  const statuses = res.statuses ?? [];
-  const sizes = statuses.map(statusSizes);
-  const headerLists = [res.responseHeadersToAdd ?? [], res.requestHeadersToAdd ?? []];
-  const headerSizes = headerLists.map((list) => list.map(headerSize));
+  const statuses = res.statuses ?? NO_STATUSES;
+  const responseHeaders = res.responseHeadersToAdd ?? NO_HEADERS;
+  const requestHeaders = res.requestHeadersToAdd ?? NO_HEADERS;
+  const slots =
+    statuses.length * STATUS_SLOTS + (responseHeaders.length + requestHeaders.length) * HEADER_SLOTS;
+  if (slots > scratch.sizes.length)
+    scratch.sizes = new Float64Array(Math.max(slots, scratch.sizes.length * 2));
+  const z = scratch.sizes;
+
   let total = 0;
   const overall = CODE_NUMBER[res.overallCode] ?? 0;
   if (overall !== 0) total += 1 + varintSize(overall);
-  for (const s of sizes) total += 1 + varintSize(s.total) + s.total;
-  for (const hs of headerSizes) for (const [size] of hs) total += 1 + varintSize(size) + size;
+  for (let i = 0; i < statuses.length; i++) {
+    const size = statusSizes(statuses[i]!, z, i * STATUS_SLOTS);
+    total += 1 + varintSize(size) + size;
+  }
+  const headersAt = statuses.length * STATUS_SLOTS;
+  for (let i = 0; i < responseHeaders.length; i++) {
+    const size = headerSizes(responseHeaders[i]!, z, headersAt + i * HEADER_SLOTS);
+    total += 1 + varintSize(size) + size;
+  }
+  const requestHeadersAt = headersAt + responseHeaders.length * HEADER_SLOTS;
+  for (let i = 0; i < requestHeaders.length; i++) {
+    const size = headerSizes(requestHeaders[i]!, z, requestHeadersAt + i * HEADER_SLOTS);
+    total += 1 + varintSize(size) + size;
+  }
 
-  const w = new Writer(total);
+  const prefix = framed ? GRPC_FRAME_PREFIX : 0;
+  const out = Buffer.allocUnsafe(prefix + total);
+  if (framed) {
+    out[0] = 0;
+    out.writeUInt32BE(total, 1);
+  }
+  writer.buf = out;
+  writer.pos = prefix;
   if (overall !== 0) {
-    w.varint(0x08);
-    w.varint(overall);
+    writeVarint(0x08);
+    writeVarint(overall);
   }
   for (let i = 0; i < statuses.length; i++) {
     const s = statuses[i]!;
-    const z = sizes[i]!;
-    w.varint(0x12);
-    w.varint(z.total);
+    const at = i * STATUS_SLOTS;
+    writeVarint(0x12);
+    writeVarint(z[at + 3]!);
     const code = CODE_NUMBER[s.code] ?? 0;
     if (code !== 0) {
-      w.varint(0x08);
-      w.varint(code);
+      writeVarint(0x08);
+      writeVarint(code);
     }
     const l = s.currentLimit;
     if (l) {
-      w.varint(0x12);
-      w.varint(z.limit);
+      writeVarint(0x12);
+      writeVarint(z[at]!);
       if (l.requestsPerUnit) {
-        w.varint(0x08);
-        w.varint(l.requestsPerUnit);
+        writeVarint(0x08);
+        writeVarint(l.requestsPerUnit);
       }
       const unit = RATELIMIT_UNIT_NUMBER[l.unit] ?? 0;
       if (unit !== 0) {
-        w.varint(0x10);
-        w.varint(unit);
+        writeVarint(0x10);
+        writeVarint(unit);
       }
       if (l.name) {
-        w.varint(0x1a);
-        w.string(l.name, z.limitName);
+        writeVarint(0x1a);
+        writeString(l.name, z[at + 1]!);
       }
     }
     if (s.limitRemaining) {
-      w.varint(0x18);
-      w.varint(s.limitRemaining);
+      writeVarint(0x18);
+      writeVarint(s.limitRemaining);
     }
     const d = s.durationUntilReset;
     if (d) {
-      w.varint(0x22);
-      w.varint(z.duration);
+      writeVarint(0x22);
+      writeVarint(z[at + 2]!);
       if (d.seconds) {
-        w.varint(0x08);
-        w.varint(d.seconds);
+        writeVarint(0x08);
+        writeVarint(d.seconds);
       }
       if (d.nanos) {
-        w.varint(0x10);
-        w.varint(d.nanos);
+        writeVarint(0x10);
+        writeVarint(d.nanos);
       }
     }
   }
-  for (let list = 0; list < 2; list++) {
-    const tag = list === 0 ? 0x1a : 0x22;
-    const headers = headerLists[list]!;
-    for (let i = 0; i < headers.length; i++) {
-      const [size, k, v] = headerSizes[list]![i]!;
-      w.varint(tag);
-      w.varint(size);
-      if (k) {
-        w.varint(0x0a);
-        w.string(headers[i]!.key, k);
-      }
-      if (v) {
-        w.varint(0x12);
-        w.string(headers[i]!.value, v);
-      }
+  writeHeaders(0x1a, responseHeaders, z, headersAt);
+  writeHeaders(0x22, requestHeaders, z, requestHeadersAt);
+  const written = writer.pos;
+  // The module-level writer does not keep the response alive.
+  writer.buf = EMPTY;
+  if (written !== prefix + total) {
+    throw new Error(`RateLimitResponse encoder size mismatch (${written - prefix} vs ${total})`);
+  }
+  return out;
+}
+
+const EMPTY = Buffer.alloc(0);
+
+function writeHeaders(tag: number, headers: readonly WireHeader[], z: Float64Array, at: number): void {
+  for (let i = 0; i < headers.length; i++) {
+    const h = headers[i]!;
+    const j = at + i * HEADER_SLOTS;
+    const k = z[j + 1]!;
+    const v = z[j + 2]!;
+    writeVarint(tag);
+    writeVarint(z[j]!);
+    if (k) {
+      writeVarint(0x0a);
+      writeString(h.key, k);
+    }
+    if (v) {
+      writeVarint(0x12);
+      writeString(h.value, v);
     }
   }
-  if (w.pos !== total) throw new Error(`RateLimitResponse encoder size mismatch (${w.pos} vs ${total})`);
-  return w.buf;
 }

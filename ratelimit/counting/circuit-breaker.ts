@@ -171,7 +171,14 @@ export class CircuitBreakerStore implements CounterStore {
         this.refused++;
         return new Array<Error>(n).fill(c.refusal);
       }
-      const results = await this.innerEach(ops);
+      // innerEach inlined: one async frame per call instead of two on the hot path.
+      let results: (number | Error)[];
+      try {
+        const inner = this.inner;
+        results = await (inner.incrementEach ? inner.incrementEach(ops) : inner.increment(ops));
+      } catch (err) {
+        results = ops.map(() => err as Error);
+      }
       this.record(c, results);
       return results;
     }

@@ -16,7 +16,6 @@ import {
 } from './store.js';
 
 interface Waiter {
-  readonly results: (number | Error)[];
   readonly index: number;
   /** Hits of this batch up to and including this op (its count is base + upto). */
   readonly upto: number;
@@ -46,6 +45,8 @@ export class CoalescingCounterStore implements CounterStore {
   private scheduled = false;
   /** Store calls made and increments merged into them (for tests and the benchmark). */
   readonly counters = { flushes: 0, opsIn: 0, opsOut: 0 };
+  /** The turn's flush, bound once (not a new closure per turn). */
+  private readonly flushBound = (): void => this.flush();
 
   /**
    * Scripted limits are not coalesced: admission is all or nothing per hit, so k merged hits of which
@@ -83,29 +84,40 @@ export class CoalescingCounterStore implements CounterStore {
       };
       for (let i = 0; i < ops.length; i++) {
         const op = ops[i];
-        let b = this.pending.get(op.key);
+        const b = this.pending.get(op.key);
         if (b === undefined) {
-          b = { key: op.key, hits: 0, expireSeconds: op.expireSeconds, perSecond: op.perSecond, waiters: [] };
-          this.pending.set(op.key, b);
-        } else if (op.expireSeconds > b.expireSeconds) {
-          b.expireSeconds = op.expireSeconds;
+          const hits = op.hits < MAX_OP_HITS ? op.hits : MAX_OP_HITS;
+          // The first waiter in an array literal: sized for one (a push onto [] makes room for 17).
+          const first: Waiter = { index: i, upto: hits, request };
+          this.pending.set(op.key, {
+            key: op.key,
+            hits,
+            expireSeconds: op.expireSeconds,
+            perSecond: op.perSecond,
+            waiters: [first],
+          });
+          continue;
         }
+        if (op.expireSeconds > b.expireSeconds) b.expireSeconds = op.expireSeconds;
         const sum = b.hits + op.hits;
         b.hits = sum < MAX_OP_HITS ? sum : MAX_OP_HITS;
-        b.waiters.push({ results: request.results, index: i, upto: b.hits, request });
+        b.waiters.push({ index: i, upto: b.hits, request });
       }
       this.counters.opsIn += ops.length;
       if (!this.scheduled) {
         this.scheduled = true;
-        setImmediate(() => this.flush());
+        setImmediate(this.flushBound);
       }
     });
   }
 
   private flush(): void {
     this.scheduled = false;
-    const batches = [...this.pending.values()];
+    const batches: Batch[] = new Array(this.pending.size);
+    let k = 0;
+    for (const b of this.pending.values()) batches[k++] = b;
     this.pending = new Map();
+    // The store sees plain ops (not the batches: it must not hold on to their waiters).
     const ops: CounterOp[] = new Array(batches.length);
     for (let j = 0; j < batches.length; j++) {
       const b = batches[j];
@@ -124,8 +136,8 @@ export class CoalescingCounterStore implements CounterStore {
           r.reject(result);
           continue;
         }
-        if (failed) w.results[w.index] = result as Error;
-        else w.results[w.index] = base + w.upto;
+        if (failed) r.results[w.index] = result as Error;
+        else r.results[w.index] = base + w.upto;
         if (--r.remaining === 0) {
           r.settled = true;
           r.resolve(r.results);

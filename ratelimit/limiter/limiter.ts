@@ -41,6 +41,32 @@ export interface LimiterOptions {
   random?: () => number;
 }
 
+/**
+ * One decision between Limiter.start and its finish (or complete): the keys, what the local cache
+ * answered, and the fixed-window ops once sent. Internal to the limiter and its caller.
+ */
+export interface LimitRun {
+  readonly domain: string;
+  readonly matches: readonly (LimitMatch | undefined)[];
+  readonly hits: readonly number[];
+  readonly now: number;
+  readonly keys: readonly (string | undefined)[];
+  readonly localOver: boolean[] | undefined;
+  readonly anyLocalOver: boolean;
+  readonly keyCount: number;
+  readonly scripted: number[] | undefined;
+  ops: readonly CounterOp[];
+  opIndex: readonly number[];
+  /** The fixed-window ops are sent (or there are none): finish() may follow `counting`. */
+  sent: boolean;
+  /** The counts of `ops`, in op order; undefined when no op went to the store. */
+  counting: Promise<(number | Error)[]> | undefined;
+}
+
+const NO_OPS: readonly CounterOp[] = [];
+const NO_INDEX: readonly number[] = [];
+const NO_COUNTS: readonly (number | Error)[] = [];
+
 const OK_NO_LIMIT: WireDescriptorStatus = Object.freeze({
   code: 'OK',
   limitRemaining: 0,
@@ -113,6 +139,7 @@ export class Limiter {
    * The steps: the keys, and the local over-limit cache's answers (inline: one pass, no allocation on
    * the common path); stopIncrementProbe; count (fixed windows) beside evaluate (scripted rules); then
    * the statuses, with applyFailureModes and scriptedStatuses for what the store could not answer.
+   * The same steps are open to a caller that awaits the store itself (start, then finish or complete).
    */
   async doLimit(
     domain: string,
@@ -120,6 +147,19 @@ export class Limiter {
     hits: readonly number[],
     decidedBy?: (FailureMode | undefined)[],
   ): Promise<WireDescriptorStatus[]> {
+    const run = this.start(domain, matches, hits);
+    if (!run.sent) return this.complete(run, decidedBy);
+    return this.finish(run, run.counting === undefined ? NO_COUNTS : await run.counting, decidedBy);
+  }
+
+  /**
+   * doLimit's steps up to the store call. On the common path (no STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT
+   * probe, no scripted rule) the fixed-window counts are sent too (`sent`; `counting` is their promise,
+   * undefined when nothing goes to the store) and the caller hands what `counting` resolves to to
+   * finish(); otherwise it calls complete(). The service awaits `counting` in its own async function,
+   * so a decision suspends one frame, not two.
+   */
+  start(domain: string, matches: readonly (LimitMatch | undefined)[], hits: readonly number[]): LimitRun {
     const now = this.nowSeconds();
     const n = matches.length;
     const keys: (string | undefined)[] = new Array(n);
@@ -147,28 +187,33 @@ export class Limiter {
         anyLocalOver = true;
       }
     }
+    const run: LimitRun = {
+      domain,
+      matches,
+      hits,
+      now,
+      keys,
+      localOver,
+      anyLocalOver,
+      keyCount,
+      scripted,
+      ops: NO_OPS,
+      opIndex: NO_INDEX,
+      sent: false,
+      counting: undefined,
+    };
+    if (!this.stopIncrementWhenOverlimit && scripted === undefined) this.send(run, hits);
+    return run;
+  }
 
+  /** The rest of doLimit after start() when it did not send: the probe, the counts, the statuses. */
+  async complete(run: LimitRun, decidedBy?: (FailureMode | undefined)[]): Promise<WireDescriptorStatus[]> {
+    const { domain, matches, hits, scripted } = run;
     // Hits sent to the store per descriptor (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT may zero some).
     const storeHits = this.stopIncrementWhenOverlimit
-      ? await this.stopIncrementProbe(matches, keys, hits, anyLocalOver, keyCount)
+      ? await this.stopIncrementProbe(matches, run.keys, hits, run.anyLocalOver, run.keyCount)
       : hits;
-
-    const ops: CounterOp[] = [];
-    const opIndex: number[] = [];
-    for (let i = 0; i < n; i++) {
-      const m = matches[i];
-      if (!m || localOver?.[i] || m.rule.scripted) continue;
-      let expire = m.rule.unitSeconds;
-      if (this.jitterMax > 0) expire += Math.floor(this.random() * this.jitterMax);
-      ops.push({
-        key: keys[i]!,
-        hits: storeHits[i],
-        expireSeconds: expire,
-        perSecond: m.rule.unit === 'SECOND',
-      });
-      opIndex.push(i);
-    }
-    const counting = ops.length > 0 ? this.count(ops) : undefined;
+    this.send(run, storeHits);
     // Settled into a value at once, so a failure of the counting above never leaves it unhandled.
     const verdicts = scripted
       ? this.evaluate(domain, matches, scripted, storeHits).then(
@@ -176,14 +221,62 @@ export class Limiter {
           (err: unknown) => (err instanceof Error ? err : new Error(String(err))),
         )
       : undefined;
-    const counts = counting ? await counting : [];
+    const counts = run.counting ? await run.counting : NO_COUNTS;
     const decided = verdicts ? await verdicts : undefined;
+    const statuses = this.finish(run, counts, decidedBy);
+    if (scripted && decided !== undefined) {
+      this.scriptedStatuses(statuses, domain, matches, scripted, decided, hits, run.now, decidedBy);
+    }
+    return statuses;
+  }
 
-    const statuses: WireDescriptorStatus[] = new Array(n);
-    for (let i = 0; i < n; i++) if (!matches[i]) statuses[i] = { ...OK_NO_LIMIT };
+  /** The fixed-window ops (all but the scripted ones and those the local cache answered), sent. */
+  private send(run: LimitRun, storeHits: readonly number[]): void {
+    const { matches, keys, localOver, keyCount } = run;
+    const n = matches.length;
+    // Sized once for the most ops there can be (an empty array's first push allocates room for 17),
+    // then cut to the ops there are.
+    const ops: CounterOp[] = new Array(keyCount);
+    const opIndex: number[] = new Array(keyCount);
+    let nOps = 0;
     for (let i = 0; i < n; i++) {
       const m = matches[i];
-      if (m && localOver?.[i]) statuses[i] = this.overLimitFromLocalCache(m, hits[i], now);
+      if (!m || localOver?.[i] || m.rule.scripted) continue;
+      let expire = m.rule.unitSeconds;
+      if (this.jitterMax > 0) expire += Math.floor(this.random() * this.jitterMax);
+      ops[nOps] = {
+        key: keys[i]!,
+        hits: storeHits[i],
+        expireSeconds: expire,
+        perSecond: m.rule.unit === 'SECOND',
+      };
+      opIndex[nOps++] = i;
+    }
+    if (nOps < keyCount) ops.length = opIndex.length = nOps;
+    run.ops = ops;
+    run.opIndex = opIndex;
+    run.sent = true;
+    run.counting = nOps > 0 ? this.count(ops) : undefined;
+  }
+
+  /**
+   * The statuses of a run whose fixed-window counts are in (`counts`, in op order: what `counting`
+   * resolved to); scripted descriptors are left to complete().
+   */
+  finish(
+    run: LimitRun,
+    counts: readonly (number | Error)[],
+    decidedBy?: (FailureMode | undefined)[],
+  ): WireDescriptorStatus[] {
+    const { matches, keys, localOver, hits, now, ops, opIndex } = run;
+    const n = matches.length;
+    const statuses: WireDescriptorStatus[] = new Array(n);
+    for (let i = 0; i < n; i++) if (!matches[i]) statuses[i] = { ...OK_NO_LIMIT };
+    if (localOver !== undefined) {
+      for (let i = 0; i < n; i++) {
+        const m = matches[i];
+        if (m && localOver[i]) statuses[i] = this.overLimitFromLocalCache(m, hits[i], now);
+      }
     }
     for (let j = 0; j < opIndex.length; j++) {
       const i = opIndex[j];
@@ -191,9 +284,6 @@ export class Limiter {
       if (typeof c === 'number') statuses[i] = this.statusFromCount(matches[i]!, keys[i]!, c, hits[i], now);
     }
     this.applyFailureModes(statuses, matches, ops, opIndex, counts, hits, now, decidedBy);
-    if (scripted && decided !== undefined) {
-      this.scriptedStatuses(statuses, domain, matches, scripted, decided, hits, now, decidedBy);
-    }
     return statuses;
   }
 

@@ -86,6 +86,8 @@ class Conn {
   /** SCRIPT LOAD sent on this connection (before its first script call). */
   scriptLoaded = false;
   private readonly reader: RespReplyReader;
+  /** The tick's write, bound once (not a new closure per write). */
+  private readonly flushBound = (): void => this.flush();
 
   constructor(
     readonly sock: Socket,
@@ -122,7 +124,7 @@ class Conn {
     this.outbox += bytes;
     if (!this.flushQueued) {
       this.flushQueued = true;
-      process.nextTick(() => this.flush());
+      process.nextTick(this.flushBound);
     }
   }
 

@@ -212,19 +212,21 @@ export class RedisDeployment {
    * On the direct connection; an op it refused without counting (READONLY: a demoted master) is resent,
    * alone, through ioredis, which finds the new master; the ops that ran are never sent again.
    */
-  private async incrementDirect(ops: readonly CounterOp[]): Promise<(number | Error)[]> {
-    let results: (number | Error)[];
-    try {
-      results = await this.direct!.increment(ops);
-    } catch (err) {
-      // Nothing of the request was sent: all of it goes through ioredis.
-      if (err instanceof ResendThroughIoredis) return this.incrementPipeline(ops);
-      throw err;
-    }
-    for (let i = 0; i < results.length; i++) {
-      if (results[i] instanceof ResendThroughIoredis) return this.resendRefused(ops, results);
-    }
-    return results;
+  private incrementDirect(ops: readonly CounterOp[]): Promise<(number | Error)[]> {
+    // A `then` rather than an async function: fewer heap bytes per store call.
+    return this.direct!.increment(ops).then(
+      (results) => {
+        for (let i = 0; i < results.length; i++) {
+          if (results[i] instanceof ResendThroughIoredis) return this.resendRefused(ops, results);
+        }
+        return results;
+      },
+      (err: unknown) => {
+        // Nothing of the request was sent: all of it goes through ioredis.
+        if (err instanceof ResendThroughIoredis) return this.incrementPipeline(ops);
+        throw err;
+      },
+    );
   }
 
   private async resendRefused(

@@ -107,14 +107,22 @@ export class RedisCounterStore implements ShardedStore {
     return this.split(ops, (d, part) => d.increment(part));
   }
 
-  async incrementEach(ops: readonly CounterOp[]): Promise<(number | Error)[]> {
+  incrementEach(ops: readonly CounterOp[]): Promise<(number | Error)[]> {
+    // Not async: without a per-second deployment the main one's promise is returned as is.
     if (!this.perSecond) return this.main.incrementEach(ops);
+    return this.splitEach(this.perSecond, ops);
+  }
+
+  private async splitEach(
+    perSecond: RedisDeployment,
+    ops: readonly CounterOp[],
+  ): Promise<(number | Error)[]> {
     const mainIdx: number[] = [];
     const secIdx: number[] = [];
     for (let i = 0; i < ops.length; i++) (ops[i].perSecond ? secIdx : mainIdx).push(i);
     const [a, b] = await Promise.all([
       mainIdx.length ? this.main.incrementEach(mainIdx.map((i) => ops[i])) : [],
-      secIdx.length ? this.perSecond.incrementEach(secIdx.map((i) => ops[i])) : [],
+      secIdx.length ? perSecond.incrementEach(secIdx.map((i) => ops[i])) : [],
     ]);
     const out = new Array<number | Error>(ops.length);
     mainIdx.forEach((i, j) => (out[i] = a[j]));

@@ -46,6 +46,16 @@ export interface CallContext {
 export interface UnaryMethod<Req, Res> {
   decode(buf: Buffer): Req;
   encode(msg: Res): Uint8Array;
+  /** The whole message frame (prefix and message) in one Buffer; used instead of encode when given. */
+  encodeFramed?(msg: Res): Buffer;
+  /**
+   * Told once per call when the handler has returned or thrown and its promise settled, before the
+   * answer is written; `startedMs` is performance.now() just before the handler ran, `err` what it
+   * threw or rejected with (undefined on success). What it returns is the error the call ends with
+   * (a GrpcStatusError gives its code; anything else UNKNOWN). With it, a server times and maps its
+   * calls without an async wrapper (a suspended frame per call) around the handler.
+   */
+  settled?(startedMs: number, err: unknown): unknown;
   handle(req: Req, call: CallContext): Promise<Res>;
 }
 
@@ -222,6 +232,8 @@ class IncomingCall implements CallContext {
   private chunks: Buffer[] | undefined = undefined;
   private size = 0;
   private failed = false;
+  /** performance.now() before a unary handler with `settled` ran. */
+  private startedMs = 0;
 
   constructor(
     private readonly stream: http2.ServerHttp2Stream,
@@ -289,24 +301,45 @@ class IncomingCall implements CallContext {
       trailersOnly(this.stream, code, `error parsing request: ${(err as Error).message}`);
       return;
     }
-    if (entry.kind === 'unary') void this.runUnary(entry.m, req);
+    if (entry.kind === 'unary') this.runUnary(entry.m, req);
     else if (entry.kind === 'stream') runStreaming(entry.m, this.stream, req, this, this.openStreams);
   }
 
-  private async runUnary(m: UnaryMethod<unknown, unknown>, req: unknown): Promise<void> {
-    const stream = this.stream;
-    let res: unknown;
+  /**
+   * Runs the handler and writes its answer. Not an async function: one `then` on the handler's promise
+   * costs fewer heap bytes per call than a suspended async frame does.
+   */
+  private runUnary(m: UnaryMethod<unknown, unknown>, req: unknown): void {
+    if (m.settled !== undefined) this.startedMs = performance.now();
+    let pending: Promise<unknown>;
     try {
-      res = await m.handle(req, this);
+      pending = m.handle(req, this);
     } catch (err) {
-      const code = err instanceof GrpcStatusError ? err.code : Status.UNKNOWN;
-      trailersOnly(stream, code, (err as Error)?.message ?? String(err));
+      this.handlerFailed(err);
       return;
     }
+    pending.then(
+      (res) => {
+        if (m.settled !== undefined) m.settled(this.startedMs, undefined);
+        this.reply(m, res);
+      },
+      (err: unknown) => this.handlerFailed(err),
+    );
+  }
+
+  private handlerFailed(err: unknown): void {
+    const m = this.entry.m as UnaryMethod<unknown, unknown>;
+    if (m.settled !== undefined) err = m.settled(this.startedMs, err);
+    const code = err instanceof GrpcStatusError ? err.code : Status.UNKNOWN;
+    trailersOnly(this.stream, code, (err as Error)?.message ?? String(err));
+  }
+
+  private reply(m: UnaryMethod<unknown, unknown>, res: unknown): void {
+    const stream = this.stream;
     if (stream.destroyed || stream.closed) return;
     let frame: Buffer;
     try {
-      frame = frameMessage(m.encode(res));
+      frame = m.encodeFramed !== undefined ? m.encodeFramed(res) : frameMessage(m.encode(res));
     } catch (err) {
       trailersOnly(stream, Status.INTERNAL, `error serializing response: ${(err as Error).message}`);
       return;

@@ -25,6 +25,8 @@ import { ietfHeaders, namedMetadata, type NamedDecision, type OverLimitLog } fro
 
 export const MAX_UINT32 = 4294967295;
 
+const NO_COUNTS: readonly (number | Error)[] = [];
+
 export interface RateLimitServiceOptions {
   limiter: Limiter;
   stats: StatsStore;
@@ -50,6 +52,8 @@ interface ParsedRequest {
   domain: string;
   descriptors: RequestDescriptor[];
   hits: number[];
+  /** Set by the matching step: true for each descriptor an unlimited rule answered. */
+  unlimited?: boolean[];
 }
 
 export class RateLimitService {
@@ -70,17 +74,30 @@ export class RateLimitService {
 
   /** Decides one request. Throws ServiceError: `invalid` (the request), `no-config`, `unavailable` (the store). */
   async shouldRateLimit(request: WireRateLimitRequest): Promise<WireRateLimitResponse> {
+    // One async function per decision (match, count, answer), not one per step: each await layer costs
+    // a promise and a suspended frame per call.
     const stats = this.opts.stats.service;
     let parsed: ParsedRequest;
+    let config: RateLimitConfig | undefined;
     try {
       parsed = parseRequest(request);
-      if (!this.config) throw new ServiceError(NO_CONFIG_MESSAGE, 'no-config');
+      config = this.config;
+      if (!config) throw new ServiceError(NO_CONFIG_MESSAGE, 'no-config');
     } catch (err) {
       stats.serviceError.inc();
       throw err;
     }
     try {
-      return await this.decide(this.config, parsed);
+      const matches = this.match(config, parsed);
+      // Filled only for descriptors a failure mode decided (the cache could not count them).
+      const decidedBy: (FailureMode | undefined)[] = [];
+      // The limiter's steps (Limiter.doLimit) with its store call awaited here.
+      const limiter = this.opts.limiter;
+      const run = limiter.start(parsed.domain, matches, parsed.hits);
+      const statuses = !run.sent
+        ? await limiter.complete(run, decidedBy)
+        : limiter.finish(run, run.counting === undefined ? NO_COUNTS : await run.counting, decidedBy);
+      return this.answer(parsed, matches, statuses, decidedBy);
     } catch (err) {
       if (err instanceof CacheError) {
         stats.redisError.inc();
@@ -92,7 +109,11 @@ export class RateLimitService {
     }
   }
 
-  private async decide(config: RateLimitConfig, req: ParsedRequest): Promise<WireRateLimitResponse> {
+  /**
+   * The limit of each descriptor (undefined: none, unlimited or replaced); the unlimited ones are noted
+   * in `req.unlimited`.
+   */
+  private match(config: RateLimitConfig, req: ParsedRequest): (LimitMatch | undefined)[] {
     const n = req.descriptors.length;
     // The reference counts an unknown domain once per descriptor (config GetLimit).
     if (!config.hasDomain(req.domain)) this.opts.stats.domainNotFound(req.domain).inc(n);
@@ -122,11 +143,19 @@ export class RateLimitService {
         if (m && m.rule.name !== '' && replacing.has(m.rule.name)) matches[i] = undefined;
       }
     }
+    req.unlimited = unlimited;
+    return matches;
+  }
 
-    // Filled only for descriptors a failure mode decided (the cache could not count them).
-    const decidedBy: (FailureMode | undefined)[] = [];
-    const statuses = await this.opts.limiter.doLimit(req.domain, matches, req.hits, decidedBy);
-
+  /** The response from the limiter's statuses: overall code, headers, shadow mode, metadata. */
+  private answer(
+    req: ParsedRequest,
+    matches: (LimitMatch | undefined)[],
+    statuses: WireDescriptorStatus[],
+    decidedBy: (FailureMode | undefined)[],
+  ): WireRateLimitResponse {
+    const n = matches.length;
+    const unlimited = req.unlimited;
     let overLimit = false;
     let quotaCount = 0;
     let quotaOver = 0;
@@ -324,5 +353,5 @@ export function parseRequest(request: WireRateLimitRequest): ParsedRequest {
         `descriptors[${i}].hits_addend: ${h} is out of range (at most ${MAX_HITS_ADDEND})`,
       );
   }
-  return { domain, descriptors, hits };
+  return { domain, descriptors, hits, unlimited: undefined };
 }
