@@ -27,7 +27,7 @@ t.test(
       { message: /^v\.yaml: .*descriptors\[0\]\.rate_limit\.unit/ },
       'a validation error names the file and the field',
     );
-    t.same(p.counts, { worker: 4, inline: 0, timedOut: 0 }, 'every parse ran on the worker');
+    t.same(p.counts, { worker: 4, inline: 0, timedOut: 0, warmedUp: 0 }, 'every parse ran on the worker');
   },
 );
 
@@ -111,7 +111,7 @@ t.test('a V8 flag on the command line (refused in a worker) still parses on the 
   t.equal(r.code, 0, r.stderr);
   t.same(JSON.parse(r.stdout.trim().split('\n').pop()!), {
     domain: 'd',
-    counts: { worker: 1, inline: 0, timedOut: 0 },
+    counts: { worker: 1, inline: 0, timedOut: 0, warmedUp: 0 },
   });
 });
 
@@ -124,7 +124,7 @@ t.test('an idle worker ends, and the next parse starts another', async (t) => {
   while (p.workerRunning && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
   t.notOk(p.workerRunning, 'the idle worker was ended');
   t.same((await p.parse([source]))[0]?.domain, 'd');
-  t.same(p.counts, { worker: 2, inline: 0, timedOut: 0 }, 'both parses ran on a worker');
+  t.same(p.counts, { worker: 2, inline: 0, timedOut: 0, warmedUp: 0 }, 'both parses ran on a worker');
 });
 
 t.test('warm() starts the worker before a parse, and it ends when no parse comes', async (t) => {
@@ -139,7 +139,7 @@ t.test('warm() starts the worker before a parse, and it ends when no parse comes
   p.warm();
   const source = { name: 'a.yaml', yaml: 'domain: d\ndescriptors:\n  - key: a\n' };
   t.same((await p.parse([source]))[0]?.domain, 'd');
-  t.same(p.counts, { worker: 1, inline: 0, timedOut: 0 }, 'the parse ran on the warmed worker');
+  t.same(p.counts, { worker: 1, inline: 0, timedOut: 0, warmedUp: 0 }, 'the parse ran on the warmed worker');
 });
 
 t.test('with a spare, the used worker is replaced by a fresh one that is not ended when idle', async (t) => {
@@ -160,5 +160,20 @@ t.test('with a spare, the used worker is replaced by a fresh one that is not end
   deadline = Date.now() + 10_000;
   while (p.workersStarted < 3 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
   t.equal(p.workersStarted, 3, 'the used spare was replaced in turn');
-  t.same(p.counts, { worker: 2, inline: 0, timedOut: 0 }, 'both parses ran on a worker');
+  t.match(p.counts, { worker: 2, inline: 0, timedOut: 0 }, 'both parses ran on a worker');
+});
+
+t.test("the spare parses the last files once before it is used, and that reply is nobody's", async (t) => {
+  const p = new ConfigParsePool({ spare: true, spareDelayMs: 20 });
+  t.teardown(() => p.close());
+  const big = { name: 'big.yaml', yaml: cfg10kYaml(1) };
+  const first = await p.parse([big]);
+  const deadline = Date.now() + 60_000;
+  while (p.counts.warmedUp < 1 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  t.equal(p.workersStarted, 2, 'a spare was started');
+  t.equal(p.counts.warmedUp, 1, 'and parsed the last files once');
+  t.equal(p.counts.worker, 1, 'the warm-up is not counted as a parse');
+  const second = await p.parse([big]);
+  t.same(second, first, 'the next parse, on the warmed spare, answers as the first');
+  t.equal(p.workersStarted, 2, 'on the same spare');
 });

@@ -19,7 +19,8 @@ import {
 import { decodeRateLimitConfig } from '../../proto/ratelimit-config.js';
 
 export type ParseRequest =
-  | { id: number; sources: ConfigSource[]; limits: YamlLimits }
+  /** `warmUp`: parsed only to compile the parser on this thread; the reply carries no documents. */
+  | { id: number; sources: ConfigSource[]; limits: YamlLimits; warmUp?: boolean }
   /** xDS resources: each an encoded RateLimitConfig message. */
   | { id: number; messages: Uint8Array[] };
 export type ParseReply =
@@ -85,7 +86,8 @@ async function reply(req: ParseRequest): Promise<ParseReply> {
       progress('xDS resources');
       return { id: req.id, ok: true, documents: decodeAndCheck(req.messages) };
     }
-    return { id: req.id, ok: true, documents: parseAndCheck(req.sources, req.limits, progress) };
+    const documents = parseAndCheck(req.sources, req.limits, progress);
+    return { id: req.id, ok: true, documents: req.warmUp ? [] : documents };
   } catch (err) {
     const error =
       err instanceof ConfigError
