@@ -3,10 +3,8 @@
 // (protobufjs) through proto/'s light entry, still without @grpc/grpc-js or @grpc/proto-loader.
 // The worker is a real worker thread running parse-worker.ts, as the parse pool starts it.
 import t from 'tap';
-import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
-import { Worker } from 'node:worker_threads';
+import { fileURLToPath } from 'node:url';
+import { moduleUrlLiteral, probeInWorker } from '../../harness/module-probe.js';
 import { encodeRateLimitConfig } from '../../proto/index.js';
 
 interface Probe {
@@ -15,36 +13,19 @@ interface Probe {
   afterXds: string[];
 }
 
-// Registers tsx (as the pool's source bootstrap does), loads the worker's module, runs a file parse
-// then an xDS decode the way the worker answers them, and reports the CommonJS modules loaded after
-// each (packages imported from ESM load through the CommonJS loader and land in its cache too).
+// Loads the worker's module in a fresh worker thread, runs a file parse then an xDS decode the way the
+// worker answers them, and reports the CommonJS modules loaded after each (packages imported from ESM
+// load through the CommonJS loader and land in its cache too).
 function probeWorker(message: Uint8Array): Promise<Probe> {
-  const here = fileURLToPath(import.meta.url);
-  const tsxRoot = dirname(createRequire(import.meta.url).resolve('tsx/package.json'));
-  const api = pathToFileURL(join(tsxRoot, 'dist', 'esm', 'api', 'index.mjs')).href;
   const code = `
-    import { parentPort, workerData } from 'node:worker_threads';
-    import { createRequire } from 'node:module';
-    const { register } = await import(${JSON.stringify(api)});
-    register();
-    const w = await import(${JSON.stringify(pathToFileURL(join(dirname(here), 'parse-worker.ts')).href)});
+    const w = await import(${moduleUrlLiteral(import.meta.url, './parse-worker.ts')});
     const loaded = () => Object.keys(createRequire(workerData.base).cache);
     w.parseAndCheck([{ name: 'a.yaml', yaml: 'domain: f\\ndescriptors:\\n  - key: k\\n' }]);
     const afterFile = loaded();
     const documents = await w.decodeAndCheck([workerData.message]);
     parentPort.postMessage({ documents, afterFile, afterXds: loaded() });
   `;
-  const worker = new Worker(new URL(`data:text/javascript,${encodeURIComponent(code)}`), {
-    workerData: { base: here, message },
-  });
-  return new Promise<Probe>((resolve, reject) => {
-    worker.once('message', (m: Probe) => {
-      resolve(m);
-      void worker.terminate();
-    });
-    worker.once('error', reject);
-    worker.once('exit', (c) => reject(new Error(`worker exited (${c}) before replying`)));
-  });
+  return probeInWorker<Probe>(code, { base: fileURLToPath(import.meta.url), message });
 }
 
 const inPackage = (name: string) => (path: string) => path.includes(`/node_modules/${name}/`);
