@@ -15,7 +15,7 @@ import type {
   Unit,
 } from './types.js';
 import { UNIT_SECONDS } from './units.js';
-import { NO_REPLACES, compileRule } from './rules.js';
+import { NO_REPLACES, compileRule, dumpRule } from './rules.js';
 import { compositeKey, type ConfigDoc, type DescriptorDoc } from './validate.js';
 
 interface MatchNode {
@@ -31,13 +31,7 @@ interface MatchNode {
   readonly shareThreshold: boolean;
   /** Undefined when the entry has no nested entries. */
   children: MatchLevel | undefined;
-  /** The /rlconfig lines of the rule here, without newline (none without rule). */
-  readonly dumpLines: readonly string[];
-  /** The limit name of each of dumpLines (LimitSpec.name). */
-  readonly limitNames: readonly string[];
 }
-
-const NO_LINES: readonly string[] = Object.freeze([]);
 
 /** A rule's default name segment for an entry: `key=value`, or `key` without a value. */
 function nameSegment(key: string, value: string | undefined): string {
@@ -154,18 +148,15 @@ function loadLevel(
       throw new ConfigError(source, `${field}[${i}]`, `duplicate descriptor composite key '${pathKey}'`);
     }
     const namePath = parentName + nameSegment(entry.key, entry.value);
-    const compiled = compileRule(entry, pathKey, namePath);
     const node: MatchNode = {
       key: entry.key,
       finalKey,
       pathKey,
-      rule: compiled?.rule,
+      rule: compileRule(entry, pathKey, namePath),
       detailedMetric: entry.detailed_metric === true,
       valueToMetric: entry.value_to_metric === true,
       shareThreshold: entry.share_threshold === true,
       children: undefined,
-      dumpLines: compiled?.dumpLines ?? NO_LINES,
-      limitNames: compiled?.names ?? NO_LINES,
     };
     if (entry.descriptors !== undefined && entry.descriptors.length > 0) {
       const children = newLevel();
@@ -199,9 +190,7 @@ function trimKeyPrefix(s: string, key: string): string {
 
 function dumpLevel(level: MatchLevel, out: string[], names: boolean): void {
   for (const node of level.ordered) {
-    for (let i = 0; i < node.dumpLines.length; i++) {
-      out.push(names ? `${node.dumpLines[i]}, name: ${node.limitNames[i]}\n` : `${node.dumpLines[i]}\n`);
-    }
+    if (node.rule !== undefined) dumpRule(node.rule, names, out);
     if (node.children !== undefined) dumpLevel(node.children, out, names);
   }
 }
