@@ -1,8 +1,17 @@
 // One gRPC call over node:http2 whose message is already compressed (flag 1, grpc-encoding set): grpc-js
 // compresses only what it serializes itself, and the request-bound tests and the attack benchmark send
-// prepared bombs.
+// prepared bombs. And the frame of a text message, for tests that speak node:http2 to the gRPC server.
 import * as http2 from 'node:http2';
 import { SHOULD_RATE_LIMIT_PATH } from '../proto/index.js';
+
+/** A gRPC message frame holding `text` (UTF-8): flag 0, big-endian length, the bytes. */
+export function textFrame(text: string): Buffer {
+  const msg = Buffer.from(text);
+  const out = Buffer.alloc(5 + msg.length);
+  out.writeUInt32BE(msg.length, 1);
+  msg.copy(out, 5);
+  return out;
+}
 
 /** The call's grpc-status (-1 when none came), its decoded grpc-message and the response body. */
 export interface RawAnswer {

@@ -8,19 +8,14 @@ import * as http2 from 'node:http2';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { pino } from 'pino';
+import { textFrame } from '../../harness/grpc-raw.js';
 import { H2GrpcServer } from './h2-grpc.js';
 import type { CallContext, UnaryMethod } from './h2-grpc-call.js';
 
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
 
-const frame = (text: string): Buffer => {
-  const msg = Buffer.from(text);
-  const out = Buffer.alloc(5 + msg.length);
-  out.writeUInt32BE(msg.length, 1);
-  msg.copy(out, 5);
-  return out;
-};
+const frame = textFrame;
 
 function call(session: http2.ClientHttp2Session, text: string): Promise<string | undefined> {
   return new Promise((resolve, reject) => {

@@ -4,16 +4,11 @@
 import t, { type Test } from 'tap';
 import * as http2 from 'node:http2';
 import { pino } from 'pino';
+import { textFrame } from '../../harness/grpc-raw.js';
 import { H2GrpcServer } from './h2-grpc.js';
 import type { BidiStreamingMethod } from './h2-grpc-call.js';
 
-const frame = (text: string): Buffer => {
-  const msg = Buffer.from(text);
-  const out = Buffer.alloc(5 + msg.length);
-  out.writeUInt32BE(msg.length, 1);
-  msg.copy(out, 5);
-  return out;
-};
+const frame = textFrame;
 
 /** Ends the call on its first message: with a reply and OK, or with INVALID_ARGUMENT and no reply. */
 const method: BidiStreamingMethod<string, string> = {
