@@ -119,7 +119,7 @@ export class ConfigParsePool {
   private closed = false;
   /** How many parses ran on the worker and how many fell back to this thread. */
   readonly counts = { worker: 0, inline: 0, timedOut: 0, warmedUp: 0 };
-  /** With `spare`: the last file parse that succeeded, parsed once more on the spare to warm it. */
+  /** With `spare`: the last file parse that succeeded, parsed WARM_UP_PARSES times on the spare to warm it. */
   private lastParse: { sources: ConfigSource[]; limits: YamlLimits } | undefined;
   private started = 0;
   private readonly waiting = new Map<number, Waiting>();
@@ -282,7 +282,7 @@ export class ConfigParsePool {
 
   /**
    * Starts the worker ahead of a parse: a watched file changed and its parse follows the debounce, so
-   * loading the worker's modules overlaps the wait. Ended after idleMs like any idle worker.
+   * loading the worker's modules overlaps the wait. Ended after idleMs like any idle worker (kept, with `spare`).
    */
   warm(): void {
     if (this.closed) return;
