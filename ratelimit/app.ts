@@ -287,6 +287,8 @@ export class RateLimitApp {
       requestBounds: s.requestBounds,
       maxConcurrentStreams: s.grpc.maxConcurrentStreams,
       maxSessionMemoryMb: s.grpc.maxSessionMemoryMb,
+      maxHeaderListSize: s.grpc.maxHeaderListSize,
+      http2: s.grpc.http2,
       quota: this.quota,
       tls: s.grpc.tls.enabled
         ? {

@@ -57,6 +57,8 @@ export interface GrpcServerOptions {
   /** GRPC_MAX_CONCURRENT_STREAMS and GRPC_MAX_SESSION_MEMORY_MB: per-connection bounds. */
   maxConcurrentStreams?: number;
   maxSessionMemoryMb?: number;
+  maxHeaderListSize?: number;
+  http2?: 'builtin' | 'node';
   tls?: {
     certFile: string;
     keyFile: string;
@@ -96,6 +98,8 @@ export class RateLimitGrpcServer {
       maxDecompressedMessageLength: opts.maxDecompressedMessageLength,
       maxConcurrentStreams: opts.maxConcurrentStreams,
       maxSessionMemoryMb: opts.maxSessionMemoryMb,
+      maxHeaderListSize: opts.maxHeaderListSize,
+      http2: opts.http2,
       maxConnectionAgeMs: opts.maxConnectionAgeMs,
       maxConnectionAgeGraceMs: opts.maxConnectionAgeGraceMs,
       tls: opts.tls,

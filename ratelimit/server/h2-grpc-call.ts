@@ -5,7 +5,7 @@
 // Hot path: one IncomingCall object per call holds the call's state and is the handler's CallContext; the
 // stream's listeners are module-level functions that find it on the stream (no closures per call), and
 // the respond options and header objects are constants (node:http2 copies them).
-import { constants as h2constants, type default as http2 } from 'node:http2';
+import type { IncomingHttpHeaders } from 'node:http2';
 import type { TLSSocket } from 'node:tls';
 import { createGunzip, createInflate, type Gunzip, type Inflate } from 'node:zlib';
 
@@ -35,7 +35,35 @@ export class GrpcStatusError extends Error {
 }
 
 /** The request headers of a call (lower-case names, pseudo-headers included), as node:http2 gives them. */
-export type CallHeaders = http2.IncomingHttpHeaders;
+export type CallHeaders = IncomingHttpHeaders;
+
+type Fields = Readonly<Record<string, string | number>>;
+
+/**
+ * The server stream of one call: the part of node:http2's ServerHttp2Stream the gRPC layer uses, which
+ * the HTTP/2 layer of our own (h2/stream.ts) offers under the same names.
+ */
+export interface GrpcStream {
+  respond(headers: Fields, options?: { endStream?: boolean; waitForTrailers?: boolean }): void;
+  write(chunk: Uint8Array): unknown;
+  end(chunk?: Uint8Array): unknown;
+  sendTrailers(headers: Fields): void;
+  /** RST_STREAM with the code (NO_ERROR by default). */
+  close(code?: number): void;
+  readonly destroyed: boolean;
+  readonly closed: boolean;
+  readonly headersSent: boolean;
+  readonly readableEnded: boolean;
+  readonly writableLength: number;
+  readonly state: { localClose?: number };
+  readonly session?: { socket: unknown } | undefined;
+  on(event: string, fn: (...args: never[]) => void): unknown;
+  once(event: string, fn: (...args: never[]) => void): unknown;
+  removeAllListeners(event?: string): unknown;
+}
+
+/** RST_STREAM's NO_ERROR (RFC 9113 7). */
+const NO_ERROR = 0;
 
 export interface CallContext {
   headers: CallHeaders;
@@ -96,10 +124,11 @@ export type MethodEntry =
   | { kind: 'stream'; m: ServerStreamingMethod<unknown, unknown> }
   | { kind: 'bidi'; m: BidiStreamingMethod<unknown, unknown> };
 
-const RESPONSE_HEADERS = { ':status': 200, 'content-type': 'application/grpc' };
+// Frozen: the HTTP/2 layer encodes a frozen header object once and reuses its block.
+const RESPONSE_HEADERS = Object.freeze({ ':status': 200, 'content-type': 'application/grpc' });
 const WAIT_FOR_TRAILERS = { waitForTrailers: true };
 const END_STREAM = { endStream: true };
-const OK_TRAILERS = { 'grpc-status': '0' };
+const OK_TRAILERS = Object.freeze({ 'grpc-status': '0' });
 
 /** grpc-message: percent-encode bytes outside 0x20-0x7e and '%' (the gRPC HTTP/2 spec). */
 export function percentEncode(s: string): string {
@@ -132,10 +161,10 @@ const RELEASE_WAIT_MS = 10_000;
  * (HTTP/2 lets a server stop a request it has answered; grpc-go does the same), so the stream is freed
  * now, not whenever the client ends its side.
  */
-function releaseIfClientOpen(stream: http2.ServerHttp2Stream, waitedMs = 0): void {
+function releaseIfClientOpen(stream: GrpcStream, waitedMs = 0): void {
   if (stream.destroyed || stream.closed || stream.readableEnded) return;
   if (stream.state.localClose === 1 || waitedMs >= RELEASE_WAIT_MS) {
-    stream.close(h2constants.NGHTTP2_NO_ERROR);
+    stream.close(NO_ERROR);
     return;
   }
   setTimeout(releaseIfClientOpen, 10, stream, waitedMs + 10).unref();
@@ -143,7 +172,7 @@ function releaseIfClientOpen(stream: http2.ServerHttp2Stream, waitedMs = 0): voi
 
 /** A response with only headers: the status (and message) in them, no body, the stream ended. */
 export function trailersOnly(
-  stream: http2.ServerHttp2Stream,
+  stream: GrpcStream,
   code: number,
   message: string,
   extra: Record<string, string> = {},
@@ -162,13 +191,13 @@ export function trailersOnly(
 }
 
 /** Answers a stream the server refuses before reading it (HTTP-level errors, no gRPC status). */
-export function refuseHttp(stream: http2.ServerHttp2Stream, status: number): void {
+export function refuseHttp(stream: GrpcStream, status: number): void {
   stream.respond({ ':status': status }, END_STREAM);
 }
 
 // The IncomingCall of a stream, set before its listeners are added.
 const CALL = Symbol('grpcCall');
-type CallStream = http2.ServerHttp2Stream & { [CALL]?: IncomingCall };
+type CallStream = GrpcStream & { [CALL]?: IncomingCall };
 
 function ignoreError(): void {
   // a reset by the client; nothing to answer
@@ -187,7 +216,7 @@ function onCallEnd(this: CallStream): void {
   call.end();
 }
 
-function sendOkTrailers(this: http2.ServerHttp2Stream): void {
+function sendOkTrailers(this: GrpcStream): void {
   this.sendTrailers(OK_TRAILERS);
 }
 
@@ -196,7 +225,7 @@ function sendOkTrailers(this: http2.ServerHttp2Stream): void {
  * grpc-encoding (already checked to be identity, gzip or deflate, or absent).
  */
 export function startCall(
-  stream: http2.ServerHttp2Stream,
+  stream: GrpcStream,
   headers: CallHeaders,
   entry: MethodEntry,
   encoding: string | undefined,
@@ -241,7 +270,7 @@ class IncomingCall implements CallContext {
   private startedMs = 0;
 
   constructor(
-    private readonly stream: http2.ServerHttp2Stream,
+    private readonly stream: GrpcStream,
     readonly headers: CallHeaders,
     private readonly entry: MethodEntry,
     private readonly encoding: string | undefined,
@@ -357,7 +386,7 @@ class IncomingCall implements CallContext {
 
 function runStreaming(
   m: ServerStreamingMethod<unknown, unknown>,
-  stream: http2.ServerHttp2Stream,
+  stream: GrpcStream,
   req: unknown,
   ctx: CallContext,
   openStreams: Set<ServerStream<unknown>>,
@@ -376,7 +405,7 @@ function runStreaming(
  */
 function serverStream(
   m: { encode(msg: unknown): Uint8Array },
-  stream: http2.ServerHttp2Stream,
+  stream: GrpcStream,
   openStreams: Set<ServerStream<unknown>>,
   maxBuffered: number,
 ): ServerStream<unknown> {
@@ -444,7 +473,7 @@ const BIDI_MAX_BUFFERED = 4 * 1024 * 1024;
  * the event loop, and the messages after one wait for it.
  */
 function startBidi(
-  stream: http2.ServerHttp2Stream,
+  stream: GrpcStream,
   headers: CallHeaders,
   m: BidiStreamingMethod<unknown, unknown>,
   encoding: string | undefined,

@@ -12,10 +12,14 @@
 // It does not do: client deadlines (grpc-timeout is not enforced: Envoy cancels on its own timeout and the
 // answer is dropped), keepalive pings from the server, compression of responses, or client streaming (bidirectional calls take messages one by one).
 import http2 from 'node:http2';
+import net from 'node:net';
+import tls from 'node:tls';
 import type { Logger } from 'pino';
 import { TlsFileWatcher } from '../../common/index.js';
+import { H2Session } from './h2/session.js';
 import {
   type BidiStreamingMethod,
+  type GrpcStream,
   type MethodEntry,
   refuseHttp,
   type ServerStream,
@@ -57,15 +61,29 @@ export interface H2GrpcServerOptions {
   maxConcurrentStreams?: number;
   /** MB one connection may buffer before node:http2 refuses new streams (default 64). */
   maxSessionMemoryMb?: number;
+  /** Bytes of request headers (SETTINGS_MAX_HEADER_LIST_SIZE; default 65536). */
+  maxHeaderListSize?: number;
+  /** The HTTP/2 implementation: ours (h2/, the default) or node:http2. */
+  http2?: 'builtin' | 'node';
+}
+
+/** What the server needs of a connection, from node:http2 or from ours. */
+interface Session {
+  readonly closed: boolean;
+  readonly destroyed: boolean;
+  close(): void;
+  destroy(): void;
+  on(event: 'error', fn: (err: Error) => void): unknown;
+  once(event: 'close', fn: () => void): unknown;
 }
 
 const ACCEPT_ENCODING = 'identity,gzip,deflate';
 
 export class H2GrpcServer {
   private readonly methods = new Map<string, MethodEntry>();
-  private readonly sessions = new Set<http2.ServerHttp2Session>();
+  private readonly sessions = new Set<Session>();
   private readonly openStreams = new Set<ServerStream<unknown>>();
-  private server: http2.Http2Server | http2.Http2SecureServer | undefined;
+  private server: net.Server | tls.Server | undefined;
   private tlsFiles: TlsFileWatcher | undefined;
   private closing = false;
 
@@ -85,28 +103,10 @@ export class H2GrpcServer {
 
   /** Listens on host:port or a unix socket path; resolves with the bound port (0 for a socket). */
   async listen(target: { host: string; port: number } | { path: string }): Promise<number> {
-    // Both bounds hold per connection whatever the peer does: a client may open at most
-    // maxConcurrentStreams streams at once (more are refused with REFUSED_STREAM), and node:http2
-    // refuses new streams (ENHANCE_YOUR_CALM) past maxSessionMemory MB of buffered data. Envoy opens
-    // few connections with many streams each; the defaults leave it ample room.
-    const settings: http2.Settings = { maxConcurrentStreams: this.opts.maxConcurrentStreams ?? 1000 };
-    const common = { settings, maxSessionMemory: this.opts.maxSessionMemoryMb ?? 64 };
-    const tls = this.opts.tls;
-    const tlsFiles = tls ? this.watchTls(tls) : undefined;
-    const server = tlsFiles
-      ? http2.createSecureServer({
-          ...common,
-          ...tlsFiles.current,
-          requestCert: !!tls!.clientCaFile,
-          rejectUnauthorized: !!tls!.clientCaFile,
-        })
-      : http2.createServer(common);
+    const tlsOpts = this.opts.tls;
+    const tlsFiles = tlsOpts ? this.watchTls(tlsOpts) : undefined;
+    const server = this.opts.http2 === 'node' ? this.nodeServer(tlsFiles) : this.builtinServer(tlsFiles);
     this.server = server;
-    // Nagle's algorithm with the peer's delayed ACKs holds small answers back up to 40 ms at low rates.
-    server.on('connection', (socket: import('node:net').Socket) => socket.setNoDelay?.(true));
-    server.on('session', (s) => this.onSession(s));
-    server.on('stream', (stream, headers) => this.onStream(stream, headers));
-    server.on('sessionError', (err) => this.opts.logger.debug({ err }, 'gRPC session error'));
     tlsFiles?.start();
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
@@ -121,6 +121,66 @@ export class H2GrpcServer {
     return typeof addr === 'object' && addr ? addr.port : 0;
   }
 
+  /**
+   * Our HTTP/2 layer on a net or TLS server. Both bounds of the node:http2 server below hold here too,
+   * with the same settings, and a header list bound (SETTINGS_MAX_HEADER_LIST_SIZE, 431 past it).
+   */
+  private builtinServer(tlsFiles: TlsFileWatcher | undefined): net.Server | tls.Server {
+    const sessionOpts = {
+      maxConcurrentStreams: this.opts.maxConcurrentStreams ?? 1000,
+      maxSessionMemory: (this.opts.maxSessionMemoryMb ?? 64) * 1024 * 1024,
+      maxHeaderListSize: this.opts.maxHeaderListSize ?? 65_536,
+    };
+    const start = (socket: net.Socket): void => {
+      // Nagle's algorithm with the peer's delayed ACKs holds small answers back up to 40 ms at low rates.
+      socket.setNoDelay(true);
+      const session = new H2Session(socket, sessionOpts);
+      session.on('stream', (stream: GrpcStream, headers: http2.IncomingHttpHeaders) => this.onStream(stream, headers));
+      this.onSession(session);
+    };
+    if (!tlsFiles) return net.createServer(start);
+    const tlsOpts = this.opts.tls!;
+    const server = tls.createServer({
+      ...tlsFiles.current,
+      ALPNProtocols: ['h2'],
+      requestCert: !!tlsOpts.clientCaFile,
+      rejectUnauthorized: !!tlsOpts.clientCaFile,
+    });
+    server.on('secureConnection', (socket: tls.TLSSocket) => {
+      if (socket.alpnProtocol !== 'h2') socket.destroy(); // gRPC is HTTP/2 only
+      else start(socket);
+    });
+    server.on('tlsClientError', (err) => this.opts.logger.debug({ err }, 'gRPC TLS handshake failed'));
+    return server;
+  }
+
+  private nodeServer(tlsFiles: TlsFileWatcher | undefined): http2.Http2Server | http2.Http2SecureServer {
+    // Both bounds hold per connection whatever the peer does: a client may open at most
+    // maxConcurrentStreams streams at once (more are refused with REFUSED_STREAM), and node:http2
+    // refuses new streams (ENHANCE_YOUR_CALM) past maxSessionMemory MB of buffered data. Envoy opens
+    // few connections with many streams each; the defaults leave it ample room.
+    const settings: http2.Settings = {
+      maxConcurrentStreams: this.opts.maxConcurrentStreams ?? 1000,
+      maxHeaderListSize: this.opts.maxHeaderListSize ?? 65_536,
+    };
+    const common = { settings, maxSessionMemory: this.opts.maxSessionMemoryMb ?? 64 };
+    const tlsOpts = this.opts.tls;
+    const server = tlsFiles
+      ? http2.createSecureServer({
+          ...common,
+          ...tlsFiles.current,
+          requestCert: !!tlsOpts!.clientCaFile,
+          rejectUnauthorized: !!tlsOpts!.clientCaFile,
+        })
+      : http2.createServer(common);
+    // Nagle's algorithm with the peer's delayed ACKs holds small answers back up to 40 ms at low rates.
+    server.on('connection', (socket: net.Socket) => socket.setNoDelay?.(true));
+    server.on('session', (s) => this.onSession(s));
+    server.on('stream', (stream, headers) => this.onStream(stream, headers));
+    server.on('sessionError', (err) => this.opts.logger.debug({ err }, 'gRPC session error'));
+    return server;
+  }
+
   /** The certificate files, re-read every tlsReloadMs; a new good set goes to new connections. */
   private watchTls(tls: NonNullable<H2GrpcServerOptions['tls']>): TlsFileWatcher {
     if (!tls.certFile || !tls.keyFile) throw new Error('gRPC TLS needs a certificate file and a key file');
@@ -129,7 +189,7 @@ export class H2GrpcServer {
       {
         intervalMs: this.opts.tlsReloadMs,
         onChange: (pem) => {
-          (this.server as http2.Http2SecureServer).setSecureContext(pem);
+          (this.server as tls.Server).setSecureContext(pem);
           this.opts.logger.info('gRPC TLS certificate files changed: new connections use them');
         },
         onError: (err) =>
@@ -139,7 +199,7 @@ export class H2GrpcServer {
     return this.tlsFiles;
   }
 
-  private onSession(session: http2.ServerHttp2Session): void {
+  private onSession(session: Session): void {
     this.sessions.add(session);
     session.on('error', (err) => this.opts.logger.debug({ err }, 'gRPC connection error'));
     let ageTimer: NodeJS.Timeout | undefined;
@@ -167,7 +227,7 @@ export class H2GrpcServer {
     }
   }
 
-  private onStream(stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders): void {
+  private onStream(stream: GrpcStream, headers: http2.IncomingHttpHeaders): void {
     if (headers[':method'] !== 'POST') {
       stream.on('error', ignoreStreamError);
       refuseHttp(stream, 405);

@@ -59,6 +59,10 @@ export interface GrpcSettings {
   maxSessionMemoryMb: number;
   /** GRPC_MAX_DECOMPRESSED_MSG_SIZE: bytes a compressed gRPC request may inflate to (checked while inflating). */
   maxDecompressedMsgSize: number;
+  /** GRPC_MAX_HEADER_LIST_SIZE: bytes of request headers one call may send (SETTINGS_MAX_HEADER_LIST_SIZE). */
+  maxHeaderListSize: number;
+  /** GRPC_HTTP2_SERVER: the HTTP/2 layer under the listener, ours ('builtin') or node:http2 ('node'). */
+  http2: 'builtin' | 'node';
   /** GRPC_SERVER_USE_TLS and its files; cert and key are both set when enabled (checked at parse). */
   tls: { enabled: boolean; cert: string; key: string; clientCaCert: string; clientSan: string };
 }
@@ -246,6 +250,8 @@ function grpcSettings(r: EnvReader): GrpcSettings {
     maxConcurrentStreams: r.int('GRPC_MAX_CONCURRENT_STREAMS', 1000, { min: 1, max: 2 ** 31 - 1 }),
     maxSessionMemoryMb: r.int('GRPC_MAX_SESSION_MEMORY_MB', 64, { min: 1 }),
     maxDecompressedMsgSize: r.int('GRPC_MAX_DECOMPRESSED_MSG_SIZE', 64 * 1024, { min: 1024 }),
+    maxHeaderListSize: r.int('GRPC_MAX_HEADER_LIST_SIZE', 65_536, { min: 1024, max: 16 * 1024 * 1024 }),
+    http2: r.oneOf('GRPC_HTTP2_SERVER', 'builtin', ['builtin', 'node'] as const),
     tls: {
       enabled: r.bool('GRPC_SERVER_USE_TLS', false),
       cert: r.string('GRPC_SERVER_TLS_CERT', ''),
