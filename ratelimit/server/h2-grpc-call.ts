@@ -190,9 +190,16 @@ export function trailersOnly(
   );
 }
 
-/** Answers a stream the server refuses before reading it (HTTP-level errors, no gRPC status). */
+const REFUSAL_HEADERS = Object.freeze({ 'content-type': 'text/plain; charset=utf-8' });
+const REFUSAL_BODY = Buffer.from('this is a gRPC endpoint: POST with content-type application/grpc\n');
+
+/**
+ * Answers a stream the server refuses before reading it (HTTP-level errors, no gRPC status), with a
+ * line of text saying what the endpoint takes.
+ */
 export function refuseHttp(stream: GrpcStream, status: number): void {
-  stream.respond({ ':status': status }, END_STREAM);
+  stream.respond({ ':status': status, ...REFUSAL_HEADERS });
+  stream.end(REFUSAL_BODY);
 }
 
 // The IncomingCall of a stream, set before its listeners are added.

@@ -135,7 +135,9 @@ export class H2GrpcServer {
       // Nagle's algorithm with the peer's delayed ACKs holds small answers back up to 40 ms at low rates.
       socket.setNoDelay(true);
       const session = new H2Session(socket, sessionOpts);
-      session.on('stream', (stream: GrpcStream, headers: http2.IncomingHttpHeaders) => this.onStream(stream, headers));
+      session.on('stream', (stream: GrpcStream, headers: http2.IncomingHttpHeaders) =>
+        this.onStream(stream, headers),
+      );
       this.onSession(session);
     };
     if (!tlsFiles) return net.createServer(start);
@@ -147,7 +149,8 @@ export class H2GrpcServer {
       rejectUnauthorized: !!tlsOpts.clientCaFile,
     });
     server.on('secureConnection', (socket: tls.TLSSocket) => {
-      if (socket.alpnProtocol !== 'h2') socket.destroy(); // gRPC is HTTP/2 only
+      if (socket.alpnProtocol !== 'h2')
+        socket.destroy(); // gRPC is HTTP/2 only
       else start(socket);
     });
     server.on('tlsClientError', (err) => this.opts.logger.debug({ err }, 'gRPC TLS handshake failed'));

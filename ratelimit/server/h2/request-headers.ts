@@ -6,7 +6,13 @@ export type RequestHeaders = Record<string, string>;
 
 const REQUEST_PSEUDO = new Set([':method', ':scheme', ':path', ':authority']);
 const BAD_VALUE = /[\0\r\n]/;
-const CONNECTION_SPECIFIC = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade']);
+const CONNECTION_SPECIFIC = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'transfer-encoding',
+  'upgrade',
+]);
 
 /** The header object of a request's flat [name, value, ...] fields, or the reason it is malformed. */
 export function requestHeaders(fields: readonly string[]): RequestHeaders | string {

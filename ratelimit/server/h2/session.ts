@@ -69,7 +69,8 @@ export class H2Session extends EventEmitter implements StreamOwner {
   private readonly recentResets: number[] = [];
   private readonly decoder = new HpackDecoder();
   /** A header block spread over CONTINUATION frames. */
-  private block: { id: number; flags: number; chunks: Buffer[]; size: number; priorityError: boolean } | undefined;
+  private block:
+    { id: number; flags: number; chunks: Buffer[]; size: number; priorityError: boolean } | undefined;
   private sendWindow = DEFAULT_WINDOW;
   private peerInitialWindow = DEFAULT_WINDOW;
   private peerMaxFrame = DEFAULT_MAX_FRAME;
@@ -131,11 +132,12 @@ export class H2Session extends EventEmitter implements StreamOwner {
   }
 
   private parse(chunk: Buffer): void {
-    let buf = this.input.length === 0 ? chunk : Buffer.concat([this.input, chunk]);
+    const buf = this.input.length === 0 ? chunk : Buffer.concat([this.input, chunk]);
     let off = 0;
     if (!this.prefaceSeen) {
       const n = Math.min(buf.length, PREFACE.length);
-      if (buf.compare(PREFACE, 0, n, 0, n) !== 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'bad preface');
+      if (buf.compare(PREFACE, 0, n, 0, n) !== 0)
+        throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'bad preface');
       if (buf.length < PREFACE.length) {
         this.input = buf;
         return;
@@ -204,16 +206,19 @@ export class H2Session extends EventEmitter implements StreamOwner {
     if (id === 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'DATA on stream 0');
     let data = p;
     if (flags & Flag.PADDED) {
-      if (p.length < 1 || p[0]! >= p.length) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'bad padding');
+      if (p.length < 1 || p[0]! >= p.length)
+        throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'bad padding');
       data = p.subarray(1, p.length - p[0]!);
     }
-    if (p.length > this.recvWindow) throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'connection window');
+    if (p.length > this.recvWindow)
+      throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'connection window');
     this.recvWindow -= p.length;
     this.recvUnacked += p.length;
     const s = this.streams.get(id);
     if (s === undefined) {
       this.creditConnection();
-      if (id > this.lastStreamId) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'DATA on an idle stream');
+      if (id > this.lastStreamId)
+        throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'DATA on an idle stream');
       if (!this.recentResets.includes(id))
         throw new ConnectionError(ErrorCode.STREAM_CLOSED, 'DATA on a closed stream');
       return;
@@ -346,19 +351,22 @@ export class H2Session extends EventEmitter implements StreamOwner {
       if (endStream && s.contentLength !== 0) return this.refuse(id, ErrorCode.PROTOCOL_ERROR);
     }
     this.streams.set(id, s);
+    // Half-closed (remote) already while the listener runs: an answer it gives at once closes the stream.
+    s.remoteEnded = endStream;
     try {
       this.emit('stream', s, headers as RequestHeaders);
     } catch (err) {
       this.listenerFailed(s, err);
       return;
     }
-    if (endStream && !s.closed) this.remoteEnd(s);
+    if (endStream) this.remoteEnd(s);
   }
 
   private onReset(id: number, p: Buffer): void {
     if (id === 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'RST_STREAM on stream 0');
     if (p.length !== 4) throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'RST_STREAM of a wrong size');
-    if (id > this.lastStreamId) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'RST_STREAM on an idle stream');
+    if (id > this.lastStreamId)
+      throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'RST_STREAM on an idle stream');
     const s = this.streams.get(id);
     if (s === undefined) return;
     const now = performance.now();
@@ -377,7 +385,8 @@ export class H2Session extends EventEmitter implements StreamOwner {
   private onSettings(flags: number, id: number, p: Buffer): void {
     if (id !== 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'SETTINGS on a stream');
     if (flags & Flag.ACK) {
-      if (p.length !== 0) throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'SETTINGS ACK with a payload');
+      if (p.length !== 0)
+        throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'SETTINGS ACK with a payload');
       return;
     }
     if (p.length % 6 !== 0) throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'SETTINGS of a wrong size');
@@ -387,12 +396,14 @@ export class H2Session extends EventEmitter implements StreamOwner {
       if (key === Setting.ENABLE_PUSH && value > 1)
         throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'ENABLE_PUSH not 0 or 1');
       if (key === Setting.INITIAL_WINDOW_SIZE) {
-        if (value > MAX_WINDOW) throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'INITIAL_WINDOW_SIZE');
+        if (value > MAX_WINDOW)
+          throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'INITIAL_WINDOW_SIZE');
         const delta = value - this.peerInitialWindow;
         this.peerInitialWindow = value;
         for (const s of this.streams.values()) {
           s.sendWindow += delta;
-          if (s.sendWindow > MAX_WINDOW) throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'stream window');
+          if (s.sendWindow > MAX_WINDOW)
+            throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'stream window');
         }
       }
       if (key === Setting.MAX_FRAME_SIZE) {
@@ -406,16 +417,19 @@ export class H2Session extends EventEmitter implements StreamOwner {
   }
 
   private onWindowUpdate(id: number, p: Buffer): void {
-    if (p.length !== 4) throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'WINDOW_UPDATE of a wrong size');
+    if (p.length !== 4)
+      throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'WINDOW_UPDATE of a wrong size');
     const inc = p.readUInt32BE(0) & 0x7fffffff;
     if (id === 0) {
       if (inc === 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'WINDOW_UPDATE of 0');
       this.sendWindow += inc;
-      if (this.sendWindow > MAX_WINDOW) throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'window overflow');
+      if (this.sendWindow > MAX_WINDOW)
+        throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'window overflow');
       this.flushBlocked();
       return;
     }
-    if (id > this.lastStreamId) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'WINDOW_UPDATE on an idle stream');
+    if (id > this.lastStreamId)
+      throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'WINDOW_UPDATE on an idle stream');
     const s = this.streams.get(id);
     if (s === undefined) return;
     if (inc === 0) return this.streamError(id, ErrorCode.PROTOCOL_ERROR);
@@ -426,6 +440,7 @@ export class H2Session extends EventEmitter implements StreamOwner {
 
   // ---- streams ----
 
+  /** The request is complete: 'end' for the listener; the stream closes if the answer is sent too. */
   private remoteEnd(s: H2Stream): void {
     if (s.closed) return;
     s.remoteEnded = true;
@@ -550,11 +565,13 @@ export class H2Session extends EventEmitter implements StreamOwner {
     }
   }
 
-  /** We sent END_STREAM; a request still open is reset with NO_ERROR (RFC 9113 8.1), as nghttp2 does. */
+  /**
+   * We sent END_STREAM. A request still open keeps the stream half-closed (local), counted against the
+   * stream limit, until the client ends it (the gRPC layer resets streaming calls it is done with).
+   */
   private localEnd(s: H2Stream): void {
     s.localEnded = true;
     if (s.remoteEnded) this.closeStream(s);
-    else this.resetStream(s, ErrorCode.NO_ERROR);
   }
 
   // ---- output and teardown ----
