@@ -185,6 +185,43 @@ for (const [section, blocks] of [
   });
 }
 
+// RFC 7541 Appendix A, as its table lists it: index, name, value.
+const APPENDIX_A =
+  `1 :authority|2 :method GET|3 :method POST|4 :path /|5 :path /index.html|6 :scheme http|7 :scheme https|
+8 :status 200|9 :status 204|10 :status 206|11 :status 304|12 :status 400|13 :status 404|14 :status 500|15 accept-charset|
+16 accept-encoding gzip, deflate|17 accept-language|18 accept-ranges|19 accept|20 access-control-allow-origin|21 age|
+22 allow|23 authorization|24 cache-control|25 content-disposition|26 content-encoding|27 content-language|
+28 content-length|29 content-location|30 content-range|31 content-type|32 cookie|33 date|34 etag|35 expect|36 expires|
+37 from|38 host|39 if-match|40 if-modified-since|41 if-none-match|42 if-range|43 if-unmodified-since|44 last-modified|
+45 link|46 location|47 max-forwards|48 proxy-authenticate|49 proxy-authorization|50 range|51 referer|52 refresh|
+53 retry-after|54 server|55 set-cookie|56 strict-transport-security|57 transfer-encoding|58 user-agent|59 vary|60 via|
+61 www-authenticate`
+    .split('|')
+    .map((row) => {
+      const [, index, name, value] = /^\s*(\d+) (\S+) ?(.*)$/.exec(row) ?? [];
+      return { index: Number(index), name, value };
+    });
+
+t.test('static table: every index of RFC 7541 Appendix A, as a field and as a name', async (t) => {
+  t.equal(APPENDIX_A.length, 61);
+  const d = new HpackDecoder();
+  for (const { index, name, value } of APPENDIX_A) {
+    t.same(d.decode(Buffer.from(int(index, 0x7f, 0x80)), Infinity), [name, value], `indexed ${index}`);
+    t.same(
+      d.decode(Buffer.from([...int(index, 0x0f, 0x00), 0x01, 0x76]), Infinity),
+      [name, 'v'],
+      `name ${index}`,
+    );
+    const block = encodeHeaders({ [name]: 'v' });
+    t.same(
+      block.subarray(0, -2),
+      Buffer.from(int(APPENDIX_A.find((e) => e.name === name)?.index ?? 0, 0x0f, 0x00)),
+      `encoded by the name's first index (${name})`,
+    );
+  }
+  checkTable(t, d, [], 'nothing indexed');
+});
+
 t.test('Huffman table: codes from RFC 7541 Appendix B, a complete code', async (t) => {
   // [symbol, code, bits] rows copied from Appendix B.
   const rows: [number, number, number][] = [
@@ -667,6 +704,17 @@ t.test(
         t.equal(got[got.indexOf(':path') + 1], `/r/${n - 1}`);
       }),
       { numRuns: 300 },
+    );
+
+    // Every request field of the static table, so that nghttp2 refers to its entries by index.
+    const statics: http2.OutgoingHttpHeaders = {};
+    for (const { name, value } of APPENDIX_A)
+      if (!name.startsWith(':') && name !== 'transfer-encoding' && !(name in statics)) statics[name] = value;
+    const gotStatics = await send(statics);
+    t.same(
+      multiset(gotStatics),
+      multiset(Object.entries(statics).flat() as string[]),
+      'the static table fields',
     );
 
     // One block too big for a frame: HEADERS plus CONTINUATIONs.
