@@ -706,7 +706,9 @@ t.test(
           for (const v of single ? values.slice(0, 1) : values) sent.push(name, v);
         }
         if (fields.length)
-          headers[http2.sensitiveHeaders] = sensitive.map((i) => fields[i % fields.length][0]);
+          (headers as Record<symbol, string[]>)[http2.sensitiveHeaders] = sensitive.map(
+            (i) => fields[i % fields.length][0],
+          );
         const got = await send(headers);
         t.same(multiset(got), multiset(sent), 'the fields sent, as sent');
       }),
@@ -760,7 +762,7 @@ t.test(
             ),
           );
           socket.write(frame(DATA, 0, stream, Buffer.from([0, 0, 0, 0, 0])));
-          const trailers = long
+          const trailers: Record<string, string | number> = long
             ? { 'grpc-status': 14, 'grpc-message': longMessage, 'x-custom-trailer': 'v' }
             : { 'grpc-status': '0', 'grpc-message': 'a b%' };
           socket.write(frame(HEADERS, END_HEADERS | END_STREAM, stream, encodeHeaders(trailers)));
