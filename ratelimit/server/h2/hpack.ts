@@ -175,6 +175,7 @@ export class HpackDecoder {
       }
       if (keep) out.push(name, value);
     }
+    this.strBuf = scratch; // not the caller's block: it is not ours to keep alive
     return over ? null : out;
   }
 
