@@ -250,7 +250,7 @@ function grpcSettings(r: EnvReader): GrpcSettings {
     maxConcurrentStreams: r.int('GRPC_MAX_CONCURRENT_STREAMS', 1000, { min: 1, max: 2 ** 31 - 1 }),
     maxSessionMemoryMb: r.int('GRPC_MAX_SESSION_MEMORY_MB', 64, { min: 1 }),
     maxDecompressedMsgSize: r.int('GRPC_MAX_DECOMPRESSED_MSG_SIZE', 64 * 1024, { min: 1024 }),
-    maxHeaderListSize: r.int('GRPC_MAX_HEADER_LIST_SIZE', 65_536, { min: 1024, max: 16 * 1024 * 1024 }),
+    maxHeaderListSize: r.int('GRPC_MAX_HEADER_LIST_SIZE', 65_536, { min: 1024, max: 512 * 1024 }),
     http2: r.oneOf('GRPC_HTTP2_SERVER', 'builtin', ['builtin', 'node'] as const),
     tls: {
       enabled: r.bool('GRPC_SERVER_USE_TLS', false),

@@ -1,0 +1,258 @@
+// The HTTP/2 layer of our own, from a client that writes raw frames: one connection's hostile or broken
+// input ends that stream or that connection, never the process and never another connection's answers;
+// each per-connection bound holds; flow control in both directions. (Protocol conformance as a whole:
+// h2spec, in ../h2-conformance.test.ts.)
+import t, { type Test } from 'tap';
+import fc from 'fast-check';
+import * as http2 from 'node:http2';
+import net from 'node:net';
+import { pino } from 'pino';
+import { textFrame } from '../../../harness/grpc-raw.js';
+import { H2GrpcServer } from '../h2-grpc.js';
+import { ErrorCode, Flag, frame, FrameType, frameU32, PREFACE, settingsFrame } from './frames.js';
+import { encodeHeaders } from './hpack.js';
+import { H2Session } from './session.js';
+
+interface Frame {
+  type: number;
+  flags: number;
+  id: number;
+  payload: Buffer;
+}
+
+/** A client socket that writes raw frames and collects what the server sends. */
+class RawClient {
+  readonly frames: Frame[] = [];
+  closed = false;
+  private buf = Buffer.alloc(0);
+  private waiters: (() => void)[] = [];
+
+  constructor(readonly socket: net.Socket) {
+    socket.on('data', (c: Buffer) => {
+      this.buf = Buffer.concat([this.buf, c]);
+      while (this.buf.length >= 9) {
+        const len = this.buf.readUIntBE(0, 3);
+        if (this.buf.length < 9 + len) break;
+        this.frames.push({
+          type: this.buf[3]!,
+          flags: this.buf[4]!,
+          id: this.buf.readUInt32BE(5) & 0x7fffffff,
+          payload: this.buf.subarray(9, 9 + len),
+        });
+        this.buf = this.buf.subarray(9 + len);
+      }
+      this.wake();
+    });
+    socket.on('error', () => undefined);
+    socket.on('close', () => {
+      this.closed = true;
+      this.wake();
+    });
+  }
+
+  static async connect(port: number): Promise<RawClient> {
+    const socket = net.connect(port, '127.0.0.1');
+    await new Promise<void>((r, j) => socket.once('connect', r).once('error', j));
+    const c = new RawClient(socket);
+    socket.write(Buffer.concat([PREFACE, settingsFrame([])]));
+    return c;
+  }
+
+  private wake(): void {
+    for (const w of this.waiters.splice(0)) w();
+  }
+
+  /** Waits (up to 10 s) until a frame matching `pred` came, or the connection closed. */
+  async waitFor(pred: (f: Frame) => boolean): Promise<Frame | undefined> {
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      const f = this.frames.find(pred);
+      if (f || this.closed || Date.now() > deadline) return f;
+      await new Promise<void>((r) => {
+        this.waiters.push(r);
+        setTimeout(r, 200);
+      });
+    }
+  }
+
+  write(...frames: Buffer[]): void {
+    this.socket.write(Buffer.concat(frames));
+  }
+}
+
+const REQUEST = {
+  ':method': 'POST',
+  ':scheme': 'http',
+  ':path': '/t.S/Echo',
+  ':authority': 'x',
+  'content-type': 'application/grpc',
+  te: 'trailers',
+};
+
+function headersFrame(id: number, fields: Record<string, string>, flags: number = Flag.END_HEADERS): Buffer {
+  return frame(FrameType.HEADERS, flags, id, encodeHeaders(fields));
+}
+
+const goawayCode = (f: Frame | undefined) => f?.payload.readUInt32BE(4);
+
+async function startServer(t: Test, opts: Partial<ConstructorParameters<typeof H2GrpcServer>[0]> = {}) {
+  const server = new H2GrpcServer({
+    logger: pino({ level: 'silent' }),
+    maxReceiveMessageLength: 4 * 1024 * 1024,
+    ...opts,
+  });
+  server.addUnary<Buffer, Buffer>('/t.S/Echo', {
+    decode: (b) => b,
+    encode: (m) => m,
+    handle: async (req) => req,
+  });
+  const port = await server.listen({ host: '127.0.0.1', port: 0 });
+  t.teardown(() => server.close(1000));
+  return port;
+}
+
+/** A call from node:http2 (nghttp2) on its own connection: the answer's grpc-status and body. */
+async function echo(port: number, body: Buffer, settings: http2.Settings = {}): Promise<[string, Buffer]> {
+  const session = http2.connect(`http://127.0.0.1:${port}`, { settings });
+  session.on('error', () => undefined);
+  try {
+    return await new Promise((resolve, reject) => {
+      const req = session.request({
+        ':method': 'POST',
+        ':path': '/t.S/Echo',
+        'content-type': 'application/grpc',
+      });
+      const chunks: Buffer[] = [];
+      let status = '';
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('trailers', (h) => (status = String(h['grpc-status'])));
+      req.on('close', () => resolve([status, Buffer.concat(chunks)]));
+      req.on('error', reject);
+      req.end(body);
+    });
+  } finally {
+    session.destroy();
+  }
+}
+
+t.test('a header list past the bound: 431 for that stream, the connection serves on', async (t) => {
+  const port = await startServer(t, { maxHeaderListSize: 1024 });
+  const c = await RawClient.connect(port);
+  t.teardown(() => c.socket.destroy());
+  c.write(headersFrame(1, { ...REQUEST, 'x-big': 'v'.repeat(2000) }, Flag.END_HEADERS | Flag.END_STREAM));
+  const h = await c.waitFor((f) => f.type === FrameType.HEADERS && f.id === 1);
+  t.ok(h, 'stream 1 answered');
+  t.equal(h!.payload.toString('latin1').includes('431'), true, ':status 431');
+  c.write(headersFrame(3, REQUEST), frame(FrameType.DATA, Flag.END_STREAM, 3, textFrame('hi')));
+  const data = await c.waitFor((f) => f.type === FrameType.DATA && f.id === 3);
+  t.same(data?.payload.subarray(5).toString(), 'hi', 'the next call on the same connection is answered');
+});
+
+t.test('a header block past twice the bound over CONTINUATION frames: ENHANCE_YOUR_CALM', async (t) => {
+  const port = await startServer(t, { maxHeaderListSize: 1024 });
+  const c = await RawClient.connect(port);
+  t.teardown(() => c.socket.destroy());
+  c.write(frame(FrameType.HEADERS, 0, 1, encodeHeaders(REQUEST)));
+  for (let i = 0; i < 40; i++) c.write(frame(FrameType.CONTINUATION, 0, 1, Buffer.alloc(100, 0x40)));
+  const g = await c.waitFor((f) => f.type === FrameType.GOAWAY);
+  t.equal(goawayCode(g), ErrorCode.ENHANCE_YOUR_CALM);
+  t.same((await echo(port, textFrame('other')))[0], '0', 'another connection is answered');
+});
+
+t.test('streams reset as fast as they are opened: the connection is cut off', async (t) => {
+  const port = await startServer(t, { maxConcurrentStreams: 5 });
+  const c = await RawClient.connect(port);
+  t.teardown(() => c.socket.destroy());
+  const burst: Buffer[] = [];
+  for (let id = 1; id < 2 * 200; id += 2)
+    burst.push(headersFrame(id, REQUEST), frameU32(FrameType.RST_STREAM, id, ErrorCode.CANCEL));
+  c.write(...burst);
+  const g = await c.waitFor((f) => f.type === FrameType.GOAWAY);
+  t.equal(goawayCode(g), ErrorCode.ENHANCE_YOUR_CALM, 'after 2 x the stream limit + 100 resets');
+  t.same((await echo(port, textFrame('other')))[0], '0', 'another connection is answered');
+});
+
+t.test('more streams than SETTINGS_MAX_CONCURRENT_STREAMS: the extra ones are refused', async (t) => {
+  const port = await startServer(t, { maxConcurrentStreams: 2 });
+  const c = await RawClient.connect(port);
+  t.teardown(() => c.socket.destroy());
+  c.write(headersFrame(1, REQUEST), headersFrame(3, REQUEST), headersFrame(5, REQUEST));
+  const r = await c.waitFor((f) => f.type === FrameType.RST_STREAM);
+  t.equal(r?.id, 5);
+  t.equal(r?.payload.readUInt32BE(0), ErrorCode.REFUSED_STREAM);
+  c.write(frame(FrameType.DATA, Flag.END_STREAM, 1, textFrame('one')));
+  const d = await c.waitFor((f) => f.type === FrameType.DATA && f.id === 1);
+  t.same(d?.payload.subarray(5).toString(), 'one', 'the open streams are served');
+});
+
+t.test('a peer that does not read its answers is disconnected past maxSessionMemory', async (t) => {
+  const server = net.createServer((socket) => {
+    const s = new H2Session(socket, {
+      maxConcurrentStreams: 10,
+      maxSessionMemory: 64 * 1024,
+      maxHeaderListSize: 4096,
+    });
+    s.on('error', () => undefined);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  t.teardown(() => server.close());
+  const socket = net.connect((server.address() as net.AddressInfo).port, '127.0.0.1');
+  socket.on('error', () => undefined);
+  let closed = false;
+  socket.on('close', () => (closed = true));
+  socket.pause(); // never reads: the server's PING answers pile up
+  socket.write(Buffer.concat([PREFACE, settingsFrame([])]));
+  const ping = frame(FrameType.PING, 0, 0, Buffer.alloc(8));
+  const batch = Buffer.concat(Array.from({ length: 4096 }, () => ping));
+  const deadline = Date.now() + 30_000;
+  while (!closed && Date.now() < deadline) {
+    if (!socket.write(batch)) await new Promise((r) => setTimeout(r, 5));
+  }
+  t.ok(closed, 'the server closed the connection instead of buffering on');
+});
+
+t.test('flow control: an answer larger than the client window waits for its WINDOW_UPDATEs', async (t) => {
+  const port = await startServer(t);
+  const big = textFrame('x'.repeat(200_000));
+  const [status, body] = await echo(port, big, { initialWindowSize: 1000 });
+  t.equal(status, '0');
+  t.equal(Buffer.compare(body, big), 0, 'all 200 kB arrived in order through a 1,000-byte stream window');
+  const [status2, body2] = await echo(port, textFrame('y'.repeat(3_000_000)));
+  t.equal(status2, '0');
+  t.equal(body2.length, 3_000_005, 'a 3 MB request crossed many connection and stream windows');
+});
+
+t.test('random frames after the preface never end the process or another connection', async (t) => {
+  const port = await startServer(t);
+  await fc.assert(
+    fc.asyncProperty(
+      fc.array(
+        fc.record({
+          type: fc.integer({ min: 0, max: 12 }),
+          flags: fc.integer({ min: 0, max: 255 }),
+          id: fc.oneof(
+            fc.constant(0),
+            fc.constant(1),
+            fc.constant(3),
+            fc.integer({ min: 0, max: 2 ** 31 - 1 }),
+          ),
+          payload: fc.uint8Array({ maxLength: 64 }),
+        }),
+        { maxLength: 12 },
+      ),
+      async (frames) => {
+        const c = await RawClient.connect(port);
+        c.write(
+          headersFrame(1, REQUEST),
+          ...frames.map((f) => frame(f.type, f.flags, f.id, Buffer.from(f.payload))),
+        );
+        await new Promise((r) => setTimeout(r, 5));
+        c.socket.destroy();
+        const [status, body] = await echo(port, textFrame('still here'));
+        return status === '0' && body.subarray(5).toString() === 'still here';
+      },
+    ),
+    { numRuns: 150, seed: 7 },
+  );
+  t.pass('150 random frame sequences; every other connection was answered');
+});
