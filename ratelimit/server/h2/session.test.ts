@@ -211,6 +211,28 @@ t.test('a peer that does not read its answers is disconnected past maxSessionMem
   t.ok(closed, 'the server closed the connection instead of buffering on');
 });
 
+t.test('a connection that never sends the preface is closed', async (t) => {
+  const server = net.createServer((socket) => {
+    const s = new H2Session(socket, {
+      maxConcurrentStreams: 10,
+      maxSessionMemory: 1 << 20,
+      maxHeaderListSize: 4096,
+      prefaceTimeoutMs: 200,
+    });
+    s.on('error', () => undefined);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  t.teardown(() => server.close());
+  const socket = net.connect((server.address() as net.AddressInfo).port, '127.0.0.1');
+  socket.on('error', () => undefined);
+  socket.resume();
+  const closed = await new Promise<boolean>((resolve) => {
+    socket.on('close', () => resolve(true));
+    setTimeout(() => resolve(false), 10_000).unref();
+  });
+  t.ok(closed, 'closed by the server');
+});
+
 t.test('flow control: an answer larger than the client window waits for its WINDOW_UPDATEs', async (t) => {
   const port = await startServer(t);
   const big = textFrame('x'.repeat(200_000));

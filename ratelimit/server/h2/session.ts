@@ -12,7 +12,8 @@
 // (our SETTINGS_MAX_FRAME_SIZE), request bytes held by open streams (past maxSessionMemory the
 // connection window is no longer given back until streams finish), response bytes queued on the socket
 // (past maxSessionMemory the peer is not reading: the connection is destroyed), and streams the client
-// resets (more than RESET_BUDGET in RESET_WINDOW_MS: ENHANCE_YOUR_CALM).
+// resets (more than twice the stream limit plus 100 in a second: ENHANCE_YOUR_CALM), and the time a new
+// connection has to send its preface and SETTINGS (10 s).
 import { EventEmitter } from 'node:events';
 import type { Socket } from 'node:net';
 import {
@@ -38,11 +39,14 @@ export interface H2SessionOptions {
   /** Bytes (see the bounds above). */
   maxSessionMemory: number;
   maxHeaderListSize: number;
+  /** How long a new connection has to send the preface and its SETTINGS (default 10 s). */
+  prefaceTimeoutMs?: number;
 }
 
 /** The connection window we open at the start (the stream window stays at the default 65,535). */
 const CONNECTION_WINDOW = 1 << 20;
 const RESET_WINDOW_MS = 1000;
+const PREFACE_TIMEOUT_MS = 10_000;
 /** Streams of recently reset ids remembered, so that frames the peer had in flight are ignored. */
 const RECENT_RESETS = 256;
 const EMPTY = Buffer.alloc(0);
@@ -82,6 +86,7 @@ export class H2Session extends EventEmitter implements StreamOwner {
   private flushScheduled = false;
   private resetCount = 0;
   private resetWindowStart = 0;
+  private prefaceTimer: NodeJS.Timeout | undefined;
 
   constructor(
     readonly socket: Socket,
@@ -96,6 +101,12 @@ export class H2Session extends EventEmitter implements StreamOwner {
       ]),
     );
     this.write(frameU32(FrameType.WINDOW_UPDATE, 0, CONNECTION_WINDOW - DEFAULT_WINDOW));
+    // A connection that never starts HTTP/2 does not hold its socket.
+    this.prefaceTimer = setTimeout(
+      () => this.fail(ErrorCode.PROTOCOL_ERROR, 'no preface'),
+      opts.prefaceTimeoutMs ?? PREFACE_TIMEOUT_MS,
+    );
+    this.prefaceTimer.unref();
     socket.on('data', (chunk: Buffer) => this.onData(chunk));
     socket.on('error', (err) => this.emitError(err));
     socket.on('close', () => this.onSocketClose());
@@ -165,6 +176,7 @@ export class H2Session extends EventEmitter implements StreamOwner {
       if (type !== FrameType.SETTINGS || flags & Flag.ACK)
         throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'the first frame is not SETTINGS');
       this.settingsSeen = true;
+      clearTimeout(this.prefaceTimer);
     }
     if (this.block !== undefined && type !== FrameType.CONTINUATION)
       throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'header block interrupted');
@@ -616,6 +628,7 @@ export class H2Session extends EventEmitter implements StreamOwner {
   }
 
   private onSocketClose(): void {
+    clearTimeout(this.prefaceTimer);
     this.closed = this.destroyed = true;
     for (const s of [...this.streams.values()]) {
       s.rstCode = ErrorCode.CANCEL;
