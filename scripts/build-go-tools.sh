@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the Go tools the e2e tests run, once, into a cache outside the work tree:
 #   kube-apiserver, kubectl (k8s.io/kubernetes) and etcd (go.etcd.io/etcd/server/v3) from tools/k8s-bin,
-#   helm v3, and the reference rate limit service (envoyproxy/ratelimit service_cmd + client_cmd).
+#   helm v3, the reference rate limit service (envoyproxy/ratelimit service_cmd + client_cmd), and h2spec
+#   (the HTTP/2 conformance tool, from tools/h2spec).
 # Everything comes from the Go module proxy. A tool is built only when its binary is missing, so a second run
 # is a few checks. GOPATH/GOCACHE/GOMODCACHE stay at Go's defaults. See docs/k8s-test-binaries.md.
 #
@@ -19,6 +20,9 @@ HELM_VERSION=v3.22.0
 # commits, e.g. 6bcd4d2, answer 403 "This module version is not available"). The interop tests and the
 # benchmark use this binary; README "Differences from the reference" says where main has moved past it.
 RATELIMIT_VERSION=v1.4.1-0.20260122083618-3fb702589d36
+# github.com/summerwind/h2spec: the proxy serves v1.5.0 and v2.2.1+incompatible (`go list -m -versions`,
+# 2026-11-26); v2.2.1 is the newest release. tools/h2spec/go.mod must require the same.
+H2SPEC_VERSION=v2.2.1+incompatible
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="${RATELIMIT_TOOLS_CACHE:-$HOME/.cache/ratelimit-ts-tools}"
@@ -37,6 +41,7 @@ export GOTOOLCHAIN=local # never download a toolchain: only the module proxy is 
 K8S_DIR="$CACHE/k8s-$K8S_VERSION-etcd-$ETCD_VERSION"
 HELM_DIR="$CACHE/helm-$HELM_VERSION"
 RL_DIR="$CACHE/ratelimit-$RATELIMIT_VERSION"
+H2SPEC_DIR="$CACHE/h2spec-$H2SPEC_VERSION"
 mkdir -p "$CACHE" "$CACHE/bin"
 
 # One build at a time per cache: a second caller waits instead of compiling the same thing again.
@@ -129,12 +134,26 @@ build_one "ratelimit service_cmd $RATELIMIT_VERSION" "$RL_DIR/service_cmd" \
 build_one "ratelimit client_cmd $RATELIMIT_VERSION" "$RL_DIR/client_cmd" \
   go_install "github.com/envoyproxy/ratelimit/src/client_cmd@$RATELIMIT_VERSION" client_cmd "$RL_DIR/client_cmd" -ldflags "-s -w"
 
+# --- h2spec, through tools/h2spec (its imports pinned there; it has no go.mod of its own) ---
+if ! grep -q "github.com/summerwind/h2spec $H2SPEC_VERSION" "$ROOT/tools/h2spec/go.mod"; then
+  log "tools/h2spec/go.mod does not pin github.com/summerwind/h2spec $H2SPEC_VERSION" >&2
+  exit 1
+fi
+h2spec_build() {
+  (cd "$ROOT/tools/h2spec" && run "$GO" build -trimpath "$@")
+}
+H2SPEC_SEMVER="${H2SPEC_VERSION#v}" # --version prints it (the source says 2.0.0)
+build_one "h2spec $H2SPEC_VERSION" "$H2SPEC_DIR/h2spec" \
+  h2spec_build -ldflags "-s -w -X main.VERSION=${H2SPEC_SEMVER%%+*}" -o "$H2SPEC_DIR/h2spec.tmp" \
+  github.com/summerwind/h2spec/cmd/h2spec
+
 # --- stable names: bin/ symlinks and env.sh ---
 link() { ln -sfn "$1" "$CACHE/bin/$(basename "$1")"; }
 for f in etcd kube-apiserver kubectl; do link "$K8S_DIR/$f"; done
 link "$HELM_DIR/helm"
 link "$RL_DIR/service_cmd"
 link "$RL_DIR/client_cmd"
+link "$H2SPEC_DIR/h2spec"
 cat >"$CACHE/env.sh.tmp" <<EOF
 # Written by scripts/build-go-tools.sh. Source it to put the test tools on PATH.
 export RATELIMIT_TOOLS_CACHE="$CACHE"
@@ -153,3 +172,4 @@ echo "  kubectl:        $("$B/kubectl" version --client 2>&1 | head -1)"
 echo "  helm:           $("$B/helm" version --short 2>&1 | head -1)"
 echo "  service_cmd:    $RATELIMIT_VERSION ($(stat -L -c %s "$B/service_cmd") bytes)"
 echo "  client_cmd:     $RATELIMIT_VERSION ($(stat -L -c %s "$B/client_cmd") bytes)"
+echo "  h2spec:         $("$B/h2spec" --version 2>&1 | head -1)"
