@@ -1,11 +1,12 @@
-// What node:http2 costs the garbage collector per unary gRPC call, against HTTP/2 frames handled in
-// JavaScript on a plain socket. Both servers answer the load generator's calls with the same bytes;
-// each runs pinned to core 0 with the GC setting the chart ships and --trace-gc-nvp, the generator on
+// What node:http2 costs the garbage collector per unary gRPC call, against the HTTP/2 layer of our own
+// (ratelimit/server/h2/, from dist/: build first) and against bare HTTP/2 frames handled in JavaScript on
+// a plain socket (the floor: no header decoding, no stream state). All three answer the load generator's
+// calls with the same bytes; each runs pinned to core 0 with the GC setting the chart ships and --trace-gc-nvp, the generator on
 // core 1, interleaved rounds. Per server and request header count it reports the bytes each call
 // promotes to the old generation, the major GCs (mark-compact) per 10k calls, their pauses, and the part
 // of each pause spent clearing V8's external string table. The source of the "major GC floor" figures
-// in docs/performance.md and docs/decisions/004-gc-settings.md.
-// Run: node --import tsx bench/micro/h2-gc-floor.ts [rounds] [rate]
+// in docs/performance.md and docs/decisions/004-gc-settings.md and 006-http2-layer.md.
+// Run: npm run build && node --import tsx bench/micro/h2-gc-floor.ts [rounds] [rate]
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { dirname, join } from 'node:path';
@@ -18,7 +19,7 @@ const rate = Number(process.argv[3] ?? 2000);
 const WARMUP_MS = 2000;
 const DURATION_MS = 8000;
 const GC_FLAGS = ['--max-semi-space-size=4', '--single-threaded-gc'];
-const SERVERS = ['node-http2', 'frames'] as const;
+const SERVERS = ['node-http2', 'builtin', 'frames'] as const;
 const EXTRA_HEADERS = [0, 12];
 
 function run(cmd: string, args: string[], env: NodeJS.ProcessEnv = process.env): Promise<string> {
