@@ -1,8 +1,8 @@
-// One server-side HTTP/2 connection (RFC 9113) on a net or TLS socket: frames parsed and written in
-// JavaScript, header blocks through our HPACK decoder, streams handed to the 'stream' listener as
-// H2Stream objects. Built so that a request leaves nothing behind that outlives a young-generation GC
-// (node:http2's native stream objects do, which is what drives its major GCs: docs/decisions/
-// 005-http2-layer.md). The surface is the part of node:http2's ServerHttp2Session the gRPC server uses:
+// One server-side HTTP/2 connection (RFC 9113) on a net or TLS socket, its reading half: frames parsed
+// and checked in JavaScript, header blocks through our HPACK decoder, streams handed to the 'stream'
+// listener as H2Stream objects (the sending half and the stream table: connection.ts). Built so that a
+// request leaves nothing behind that outlives a young-generation GC (node:http2's native stream objects
+// do, which is what drives its major GCs: docs/decisions/006-http2-layer.md). The surface is the part of node:http2's ServerHttp2Session the gRPC server uses:
 // events 'stream' (stream, headers), 'close', 'error'; close() (GOAWAY, then end once streams finish),
 // destroy(), closed, destroyed, socket.
 //
@@ -14,8 +14,8 @@
 // (past maxSessionMemory the peer is not reading: the connection is destroyed), and streams the client
 // resets (more than twice the stream limit plus 100 in a second: ENHANCE_YOUR_CALM), and the time a new
 // connection has to send its preface and SETTINGS (10 s).
-import { EventEmitter } from 'node:events';
 import type { Socket } from 'node:net';
+import { H2Connection, type H2SessionOptions } from './connection.js';
 import {
   DEFAULT_MAX_FRAME,
   DEFAULT_WINDOW,
@@ -28,27 +28,15 @@ import {
   MAX_WINDOW,
   PREFACE,
   Setting,
-  settingsFrame,
 } from './frames.js';
-import { encodeHeaders, HpackDecoder, HpackError } from './hpack.js';
+import { HpackDecoder, HpackError } from './hpack.js';
 import { requestHeaders, trailersError, type RequestHeaders } from './request-headers.js';
-import { H2Stream, type StreamOwner } from './stream.js';
+import { H2Stream } from './stream.js';
 
-export interface H2SessionOptions {
-  maxConcurrentStreams: number;
-  /** Bytes (see the bounds above). */
-  maxSessionMemory: number;
-  maxHeaderListSize: number;
-  /** How long a new connection has to send the preface and its SETTINGS (default 10 s). */
-  prefaceTimeoutMs?: number;
-}
+export type { H2SessionOptions } from './connection.js';
 
-/** The connection window we open at the start (the stream window stays at the default 65,535). */
-const CONNECTION_WINDOW = 1 << 20;
 const RESET_WINDOW_MS = 1000;
 const PREFACE_TIMEOUT_MS = 10_000;
-/** Streams of recently reset ids remembered, so that frames the peer had in flight are ignored. */
-const RECENT_RESETS = 256;
 const EMPTY = Buffer.alloc(0);
 
 class ConnectionError extends Error {
@@ -60,47 +48,20 @@ class ConnectionError extends Error {
   }
 }
 
-export class H2Session extends EventEmitter implements StreamOwner {
-  closed = false;
-  destroyed = false;
+export class H2Session extends H2Connection {
   private input: Buffer = EMPTY;
   private prefaceSeen = false;
   private settingsSeen = false;
-  private readonly streams = new Map<number, H2Stream>();
-  private lastStreamId = 0;
-  /** Highest stream id accepted before our GOAWAY; later ones are refused. */
-  private goawayStreamId = -1;
-  private readonly recentResets: number[] = [];
   private readonly decoder = new HpackDecoder();
   /** A header block spread over CONTINUATION frames. */
   private block:
     { id: number; flags: number; chunks: Buffer[]; size: number; priorityError: boolean } | undefined;
-  private sendWindow = DEFAULT_WINDOW;
-  private peerInitialWindow = DEFAULT_WINDOW;
-  private peerMaxFrame = DEFAULT_MAX_FRAME;
-  private recvWindow = CONNECTION_WINDOW;
-  private recvUnacked = 0;
-  private held = 0;
-  private readonly blocked = new Set<H2Stream>();
-  private out: Buffer[] = [];
-  private flushScheduled = false;
   private resetCount = 0;
   private resetWindowStart = 0;
-  private prefaceTimer: NodeJS.Timeout | undefined;
+  private readonly prefaceTimer: NodeJS.Timeout;
 
-  constructor(
-    readonly socket: Socket,
-    private readonly opts: H2SessionOptions,
-  ) {
-    super();
-    this.write(
-      settingsFrame([
-        [Setting.MAX_CONCURRENT_STREAMS, opts.maxConcurrentStreams],
-        [Setting.MAX_HEADER_LIST_SIZE, opts.maxHeaderListSize],
-        [Setting.ENABLE_PUSH, 0],
-      ]),
-    );
-    this.write(frameU32(FrameType.WINDOW_UPDATE, 0, CONNECTION_WINDOW - DEFAULT_WINDOW));
+  constructor(socket: Socket, opts: H2SessionOptions) {
+    super(socket, opts);
     // A connection that never starts HTTP/2 does not hold its socket.
     this.prefaceTimer = setTimeout(
       () => this.fail(ErrorCode.PROTOCOL_ERROR, 'no preface'),
@@ -109,25 +70,11 @@ export class H2Session extends EventEmitter implements StreamOwner {
     this.prefaceTimer.unref();
     socket.on('data', (chunk: Buffer) => this.onData(chunk));
     socket.on('error', (err) => this.emitError(err));
-    socket.on('close', () => this.onSocketClose());
+    socket.on('close', () => {
+      clearTimeout(this.prefaceTimer);
+      this.onSocketClose();
+    });
   }
-
-  /** GOAWAY: streams already open finish, new ones are refused; the connection ends after the last. */
-  close(): void {
-    if (this.closed || this.destroyed) return;
-    this.closed = true;
-    this.goawayStreamId = this.lastStreamId;
-    this.write(goawayFrame(this.lastStreamId, ErrorCode.NO_ERROR, ''));
-    if (this.streams.size === 0) this.endSocket();
-  }
-
-  destroy(): void {
-    if (this.destroyed) return;
-    this.closed = this.destroyed = true;
-    this.socket.destroy();
-  }
-
-  // ---- input ----
 
   private onData(chunk: Buffer): void {
     if (this.destroyed) return;
@@ -141,7 +88,6 @@ export class H2Session extends EventEmitter implements StreamOwner {
       }
     }
   }
-
   private parse(chunk: Buffer): void {
     const buf = this.input.length === 0 ? chunk : Buffer.concat([this.input, chunk]);
     let off = 0;
@@ -170,7 +116,6 @@ export class H2Session extends EventEmitter implements StreamOwner {
     this.input = off === buf.length ? EMPTY : buf.subarray(off);
     if (this.input.length > 0 && off > 0 && this.input.length < 1024) this.input = Buffer.from(this.input);
   }
-
   private onFrame(type: number, flags: number, id: number, p: Buffer): void {
     if (!this.settingsSeen) {
       if (type !== FrameType.SETTINGS || flags & Flag.ACK)
@@ -213,7 +158,6 @@ export class H2Session extends EventEmitter implements StreamOwner {
         return; // unknown frame types are ignored
     }
   }
-
   private onDataFrame(flags: number, id: number, p: Buffer): void {
     if (id === 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'DATA on stream 0');
     let data = p;
@@ -270,15 +214,6 @@ export class H2Session extends EventEmitter implements StreamOwner {
     }
     this.creditConnection();
   }
-
-  /** Gives received bytes back to the peer as connection window, unless open streams hold too much. */
-  private creditConnection(): void {
-    if (this.recvUnacked < CONNECTION_WINDOW >>> 2 || this.held > this.opts.maxSessionMemory) return;
-    this.write(frameU32(FrameType.WINDOW_UPDATE, 0, this.recvUnacked));
-    this.recvWindow += this.recvUnacked;
-    this.recvUnacked = 0;
-  }
-
   private onHeaders(flags: number, id: number, p: Buffer): void {
     if (id === 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'HEADERS on stream 0');
     let start = 0;
@@ -304,7 +239,6 @@ export class H2Session extends EventEmitter implements StreamOwner {
     this.block = { id, flags, chunks: [Buffer.from(fragment)], size: fragment.length, priorityError };
     this.checkBlockSize(fragment.length);
   }
-
   private onContinuation(flags: number, id: number, p: Buffer): void {
     const b = this.block;
     if (b === undefined || b.id !== id)
@@ -316,12 +250,10 @@ export class H2Session extends EventEmitter implements StreamOwner {
     this.block = undefined;
     this.onHeaderBlock(id, b.flags, Buffer.concat(b.chunks, b.size), b.priorityError);
   }
-
   private checkBlockSize(size: number): void {
     if (size > 2 * this.opts.maxHeaderListSize)
       throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'header block too large');
   }
-
   private onHeaderBlock(id: number, flags: number, block: Buffer, priorityError: boolean): void {
     let fields: string[] | null;
     try {
@@ -373,7 +305,6 @@ export class H2Session extends EventEmitter implements StreamOwner {
     }
     if (endStream) this.remoteEnd(s);
   }
-
   private onReset(id: number, p: Buffer): void {
     if (id === 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'RST_STREAM on stream 0');
     if (p.length !== 4) throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'RST_STREAM of a wrong size');
@@ -393,7 +324,6 @@ export class H2Session extends EventEmitter implements StreamOwner {
     s.remoteEnded = s.localEnded = true;
     this.closeStream(s);
   }
-
   private onSettings(flags: number, id: number, p: Buffer): void {
     if (id !== 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'SETTINGS on a stream');
     if (flags & Flag.ACK) {
@@ -427,7 +357,6 @@ export class H2Session extends EventEmitter implements StreamOwner {
     this.write(frame(FrameType.SETTINGS, Flag.ACK, 0));
     this.flushBlocked();
   }
-
   private onWindowUpdate(id: number, p: Buffer): void {
     if (p.length !== 4)
       throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'WINDOW_UPDATE of a wrong size');
@@ -449,167 +378,6 @@ export class H2Session extends EventEmitter implements StreamOwner {
     if (s.sendWindow > MAX_WINDOW) return this.streamError(id, ErrorCode.FLOW_CONTROL_ERROR);
     this.flushStream(s);
   }
-
-  // ---- streams ----
-
-  /** The request is complete: 'end' for the listener; the stream closes if the answer is sent too. */
-  private remoteEnd(s: H2Stream): void {
-    if (s.closed) return;
-    s.remoteEnded = true;
-    this.release(s);
-    try {
-      s.emit('end');
-    } catch (err) {
-      this.listenerFailed(s, err);
-      return;
-    }
-    if (s.localEnded) this.closeStream(s);
-  }
-
-  /** A listener threw: that stream is reset (INTERNAL_ERROR), the connection and its other streams go on. */
-  private listenerFailed(s: H2Stream, err: unknown): void {
-    this.emitError(err as Error);
-    this.resetStream(s, ErrorCode.INTERNAL_ERROR);
-  }
-
-  /** The request bytes a stream held no longer count against the connection's bound. */
-  private release(s: H2Stream): void {
-    this.held -= s.held;
-    s.held = 0;
-    this.creditConnection();
-  }
-
-  /** A stream refused before the server saw it. */
-  private refuse(id: number, code: number): void {
-    this.write(frameU32(FrameType.RST_STREAM, id, code));
-    this.rememberReset(id);
-  }
-
-  private streamError(id: number, code: number): void {
-    const s = this.streams.get(id);
-    if (s !== undefined) this.resetStream(s, code);
-    else this.refuse(id, code);
-  }
-
-  resetStream(s: H2Stream, code: number): void {
-    if (s.closed) return;
-    this.write(frameU32(FrameType.RST_STREAM, s.id, code));
-    this.rememberReset(s.id);
-    s.rstCode = code;
-    s.localEnded = s.remoteEnded = true;
-    this.closeStream(s);
-  }
-
-  private rememberReset(id: number): void {
-    if (this.recentResets.length >= RECENT_RESETS) this.recentResets.shift();
-    this.recentResets.push(id);
-  }
-
-  private closeStream(s: H2Stream): void {
-    if (s.closed) return;
-    s.closed = true;
-    this.streams.delete(s.id);
-    this.blocked.delete(s);
-    s.queue.length = 0;
-    s.queuedBytes = 0;
-    this.release(s);
-    if (s.listenerCount('close') > 0) process.nextTick(emitClose, s);
-    if (this.closed && this.streams.size === 0) this.endSocket();
-  }
-
-  sendHeaders(s: H2Stream, headers: Readonly<Record<string, string | number>>, endStream: boolean): void {
-    const block = headerBlock(headers);
-    const max = this.peerMaxFrame;
-    let flags = endStream ? Flag.END_STREAM : 0;
-    if (block.length <= max) this.write(frame(FrameType.HEADERS, flags | Flag.END_HEADERS, s.id, block));
-    else {
-      this.write(frame(FrameType.HEADERS, flags, s.id, block, 0, max));
-      for (let off = max; off < block.length; off += max) {
-        const n = Math.min(max, block.length - off);
-        flags = off + n === block.length ? Flag.END_HEADERS : 0;
-        this.write(frame(FrameType.CONTINUATION, flags, s.id, block, off, n));
-      }
-    }
-    if (endStream) this.localEnd(s);
-  }
-
-  flushStream(s: H2Stream): void {
-    if (s.closed || s.localEnded) return;
-    const q = s.queue;
-    while (q.length > 0) {
-      const head = q[0]!;
-      const n = Math.min(head.length - s.queueOffset, s.sendWindow, this.sendWindow, this.peerMaxFrame);
-      if (n <= 0) {
-        this.blocked.add(s);
-        return;
-      }
-      const last = n === head.length - s.queueOffset && q.length === 1 && s.ending && !s.waitForTrailers;
-      this.write(frame(FrameType.DATA, last ? Flag.END_STREAM : 0, s.id, head, s.queueOffset, n));
-      s.sendWindow -= n;
-      this.sendWindow -= n;
-      s.queuedBytes -= n;
-      s.queueOffset += n;
-      if (s.queueOffset === head.length) {
-        q.shift();
-        s.queueOffset = 0;
-      }
-      if (last) {
-        this.localEnd(s);
-        return;
-      }
-    }
-    this.blocked.delete(s);
-    if (!s.ending) return;
-    if (s.waitForTrailers) {
-      if (s.trailersWanted) return;
-      s.trailersWanted = true;
-      s.emit('wantTrailers');
-    } else {
-      this.write(frame(FrameType.DATA, Flag.END_STREAM, s.id));
-      this.localEnd(s);
-    }
-  }
-
-  private flushBlocked(): void {
-    for (const s of [...this.blocked]) {
-      if (this.sendWindow <= 0) return;
-      this.flushStream(s);
-    }
-  }
-
-  /**
-   * We sent END_STREAM. A request still open keeps the stream half-closed (local), counted against the
-   * stream limit, until the client ends it (the gRPC layer resets streaming calls it is done with).
-   */
-  private localEnd(s: H2Stream): void {
-    s.localEnded = true;
-    if (s.remoteEnded) this.closeStream(s);
-  }
-
-  // ---- output and teardown ----
-
-  private write(b: Buffer): void {
-    if (this.destroyed) return;
-    this.out.push(b);
-    if (!this.flushScheduled) {
-      this.flushScheduled = true;
-      process.nextTick(flushOut, this);
-    }
-  }
-
-  /** Writes what the tick produced in one socket write. */
-  flushOut(): void {
-    this.flushScheduled = false;
-    const out = this.out;
-    if (out.length === 0 || this.destroyed) return;
-    this.out = [];
-    this.socket.write(out.length === 1 ? out[0]! : Buffer.concat(out));
-    if (this.socket.writableLength > this.opts.maxSessionMemory) {
-      this.emitError(new Error('HTTP/2 peer is not reading its connection'));
-      this.destroy();
-    }
-  }
-
   /** A connection error: GOAWAY with the code, then the socket ends. */
   private fail(code: number, message: string): void {
     if (this.destroyed) return;
@@ -617,49 +385,4 @@ export class H2Session extends EventEmitter implements StreamOwner {
     this.flushOut();
     this.endSocket();
   }
-
-  private endSocket(): void {
-    if (this.destroyed) return;
-    this.flushOut();
-    this.destroyed = this.closed = true;
-    this.socket.end();
-    // A peer that never closes its side does not keep the socket.
-    setTimeout(() => this.socket.destroy(), 1000).unref();
-  }
-
-  private onSocketClose(): void {
-    clearTimeout(this.prefaceTimer);
-    this.closed = this.destroyed = true;
-    for (const s of [...this.streams.values()]) {
-      s.rstCode = ErrorCode.CANCEL;
-      s.localEnded = s.remoteEnded = true;
-      this.closeStream(s);
-    }
-    this.emit('close');
-  }
-
-  private emitError(err: Error): void {
-    if (this.listenerCount('error') > 0) this.emit('error', err);
-  }
-}
-
-/** Header blocks of the frozen header objects callers pass on every call (a handful of constants). */
-const FROZEN_BLOCKS = new Map<object, Buffer>();
-
-function headerBlock(headers: Readonly<Record<string, string | number>>): Buffer {
-  if (!Object.isFrozen(headers)) return encodeHeaders(headers);
-  let b = FROZEN_BLOCKS.get(headers);
-  if (b === undefined) {
-    b = encodeHeaders(headers);
-    if (FROZEN_BLOCKS.size < 64) FROZEN_BLOCKS.set(headers, b);
-  }
-  return b;
-}
-
-function flushOut(session: H2Session): void {
-  session.flushOut();
-}
-
-function emitClose(s: H2Stream): void {
-  s.emit('close');
 }
