@@ -1,5 +1,5 @@
-// The gRPC listener (our node:http2 gRPC server, h2-grpc.ts) against two client implementations, grpc-js
-// and grpc-go (the reference's client_cmd): protocol errors, message compression, size limits, TLS and
+// The gRPC listener (our gRPC server, h2-grpc.ts, on the HTTP/2 layer of our own, h2/) against two client
+// implementations, grpc-js and grpc-go (the reference's client_cmd): protocol errors, message compression, size limits, TLS and
 // mutual TLS with the SAN check, max connection age, health Watch, and what a raw HTTP/2 client sees.
 import t from 'tap';
 import http2 from 'node:http2';
@@ -182,35 +182,50 @@ t.test('a service error reaches both clients with its code and message', async (
   t.match(err.details, /domain/);
 });
 
-t.test('grpc-go (the reference client_cmd) gets the same decisions as grpc-js', async (t) => {
-  let clientCmd: string;
-  try {
-    clientCmd = resolveReferenceRatelimitClient();
-  } catch (err) {
-    t.fail(`client_cmd not built (bash scripts/build-go-tools.sh): ${(err as Error).message}`);
-    return;
-  }
-  const svc = await startTestApp({ files: { 'g.yaml': CONFIG } });
-  t.teardown(() => svc.close());
-  const outputs: string[] = [];
-  for (let i = 0; i < 3; i++) {
-    const r = await runCommand(clientCmd, [
-      '-dial_string',
-      svc.grpcAddress,
-      '-domain',
-      'g',
-      '-descriptors',
-      'k=go',
-    ]);
-    t.equal(r.code, 0, r.stderr);
-    outputs.push(r.stdout);
-  }
-  t.match(outputs[0], /overall_code:\s*OK/);
-  t.match(outputs[0], /limit_remaining:\s*1/);
-  t.match(outputs[2], /overall_code:\s*OVER_LIMIT/);
-  const mine = await svc.call(req('go'));
-  t.equal(mine.overallCode, 'OVER_LIMIT', 'grpc-js sees the hits grpc-go made');
-});
+for (const http2Server of ['builtin', 'node'] as const) {
+  t.test(
+    `GRPC_HTTP2_SERVER=${http2Server}: grpc-go (the reference client_cmd) gets the same decisions as grpc-js`,
+    async (t) => {
+      let clientCmd: string;
+      try {
+        clientCmd = resolveReferenceRatelimitClient();
+      } catch (err) {
+        t.fail(`client_cmd not built (bash scripts/build-go-tools.sh): ${(err as Error).message}`);
+        return;
+      }
+      const svc = await startTestApp({
+        files: { 'g.yaml': CONFIG },
+        env: { GRPC_HTTP2_SERVER: http2Server },
+      });
+      t.teardown(() => svc.close());
+      // The listener under the gRPC server is the one asked for.
+      const inner = (svc.app.grpc as unknown as { server: { server: object } }).server.server;
+      t.equal(
+        inner.constructor.name,
+        http2Server === 'node' ? 'Http2Server' : 'Server',
+        'the HTTP/2 layer asked for',
+      );
+      const outputs: string[] = [];
+      for (let i = 0; i < 3; i++) {
+        const r = await runCommand(clientCmd, [
+          '-dial_string',
+          svc.grpcAddress,
+          '-domain',
+          'g',
+          '-descriptors',
+          'k=go',
+        ]);
+        t.equal(r.code, 0, r.stderr);
+        outputs.push(r.stdout);
+      }
+      t.match(outputs[0], /overall_code:\s*OK/);
+      t.match(outputs[0], /limit_remaining:\s*1/);
+      t.match(outputs[2], /overall_code:\s*OVER_LIMIT/);
+      const mine = await svc.call(req('go'));
+      t.equal(mine.overallCode, 'OVER_LIMIT', 'grpc-js sees the hits grpc-go made');
+    },
+  );
+}
 
 t.test('TLS and mutual TLS: certificates checked, GRPC_CLIENT_TLS_SAN enforced, grpc-go too', async (t) => {
   const certs = await makeCerts(undefined, { clientName: 'envoy.test' });

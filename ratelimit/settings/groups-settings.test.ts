@@ -15,6 +15,8 @@ t.test('GRPC_* fill settings.grpc', async (t) => {
     maxConcurrentStreams: 1000,
     maxSessionMemoryMb: 64,
     maxDecompressedMsgSize: 64 * 1024,
+    maxHeaderListSize: 65_536,
+    http2: 'builtin',
     tls: { enabled: false, cert: '', key: '', clientCaCert: '', clientSan: '' },
   });
   const g = loadSettings({
@@ -28,6 +30,10 @@ t.test('GRPC_* fill settings.grpc', async (t) => {
     GRPC_CLIENT_TLS_SAN: 'envoy',
   }).grpc;
   t.match(g, { host: '127.0.0.1', port: 9000, uds: '/tmp/rl.sock', maxConnectionAgeMs: 60_000 });
+  const h = loadSettings({ GRPC_HTTP2_SERVER: 'node', GRPC_MAX_HEADER_LIST_SIZE: '8192' }).grpc;
+  t.match(h, { http2: 'node', maxHeaderListSize: 8192 });
+  t.throws(() => loadSettings({ GRPC_HTTP2_SERVER: 'nghttp2' }), /GRPC_HTTP2_SERVER/);
+  t.throws(() => loadSettings({ GRPC_MAX_HEADER_LIST_SIZE: '100' }), /GRPC_MAX_HEADER_LIST_SIZE/);
   t.same(g.tls, { enabled: true, cert: '/c.pem', key: '/k.pem', clientCaCert: '', clientSan: 'envoy' });
   t.throws(() => loadSettings({ GRPC_SERVER_USE_TLS: 'true', GRPC_SERVER_TLS_CERT: '/c.pem' }), {
     message: /^GRPC_SERVER_TLS_CERT: GRPC_SERVER_USE_TLS=true needs/,
