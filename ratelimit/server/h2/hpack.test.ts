@@ -6,6 +6,7 @@ import fc from 'fast-check';
 import * as http2 from 'node:http2';
 import * as net from 'node:net';
 import type { AddressInfo } from 'node:net';
+import { Flag, frame, FrameType } from './frames.js';
 import { HpackDecoder, HpackError, encodeHeaders } from './hpack.js';
 import { HUFFMAN_CODES, HUFFMAN_CODE_LENGTHS, huffmanDecode } from './huffman.js';
 
@@ -499,25 +500,8 @@ interface Frame {
   stream: number;
   payload: Buffer;
 }
-const DATA = 0;
-const HEADERS = 1;
-const RST_STREAM = 3;
-const SETTINGS = 4;
-const CONTINUATION = 9;
-const END_STREAM = 0x1;
-const ACK = 0x1;
-const END_HEADERS = 0x4;
-const PADDED = 0x8;
-const PRIORITY = 0x20;
-
-function frame(type: number, flags: number, stream: number, payload: Buffer = Buffer.alloc(0)): Buffer {
-  const head = Buffer.alloc(9);
-  head.writeUIntBE(payload.length, 0, 3);
-  head[3] = type;
-  head[4] = flags;
-  head.writeUInt32BE(stream, 5);
-  return Buffer.concat([head, payload]);
-}
+const { DATA, HEADERS, RST_STREAM, SETTINGS, CONTINUATION } = FrameType;
+const { END_STREAM, ACK, END_HEADERS, PADDED, PRIORITY } = Flag;
 
 /** Reads the client preface, then calls onFrame per frame; acknowledges the client's SETTINGS. */
 function readFrames(socket: net.Socket, onFrame: (f: Frame) => void): void {
