@@ -18,6 +18,7 @@ import {
 } from './frames.js';
 import { encodeHeaders } from './hpack.js';
 import { H2Stream, type StreamOwner } from './stream.js';
+import { StreamTable } from './stream-table.js';
 
 export interface H2SessionOptions {
   maxConcurrentStreams: number;
@@ -36,7 +37,7 @@ const RECENT_RESETS = 256;
 export class H2Connection extends EventEmitter implements StreamOwner {
   closed = false;
   destroyed = false;
-  protected readonly streams = new Map<number, H2Stream>();
+  protected readonly streams = new StreamTable();
   protected lastStreamId = 0;
   /** Highest stream id accepted before our GOAWAY; later ones are refused. */
   protected goawayStreamId = -1;
@@ -132,7 +133,7 @@ export class H2Connection extends EventEmitter implements StreamOwner {
   protected closeStream(s: H2Stream): void {
     if (s.closed) return;
     s.closed = true;
-    this.streams.delete(s.id);
+    this.streams.delete(s);
     this.blocked.delete(s);
     s.queue.length = 0;
     s.queuedBytes = 0;
@@ -244,7 +245,7 @@ export class H2Connection extends EventEmitter implements StreamOwner {
   }
   protected onSocketClose(): void {
     this.closed = this.destroyed = true;
-    for (const s of [...this.streams.values()]) {
+    for (const s of this.streams.list()) {
       s.rstCode = ErrorCode.CANCEL;
       s.localEnded = s.remoteEnded = true;
       this.closeStream(s);

@@ -282,7 +282,7 @@ export class H2Session extends H2Connection {
     if (this.streams.size >= this.opts.maxConcurrentStreams) return this.refuse(id, ErrorCode.REFUSED_STREAM);
     const s = new H2Stream(this, id, this.peerInitialWindow, DEFAULT_WINDOW);
     if (fields === null) {
-      this.streams.set(id, s);
+      this.streams.add(s);
       if (endStream) s.remoteEnded = true;
       s.respond({ ':status': 431 }, { endStream: true });
       return;
@@ -294,7 +294,7 @@ export class H2Session extends H2Connection {
       s.contentLength = Number(cl);
       if (endStream && s.contentLength !== 0) return this.refuse(id, ErrorCode.PROTOCOL_ERROR);
     }
-    this.streams.set(id, s);
+    this.streams.add(s);
     // Half-closed (remote) already while the listener runs: an answer it gives at once closes the stream.
     s.remoteEnded = endStream;
     try {
@@ -342,7 +342,7 @@ export class H2Session extends H2Connection {
           throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'INITIAL_WINDOW_SIZE');
         const delta = value - this.peerInitialWindow;
         this.peerInitialWindow = value;
-        for (const s of this.streams.values()) {
+        for (const s of this.streams.list()) {
           s.sendWindow += delta;
           if (s.sendWindow > MAX_WINDOW)
             throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'stream window');
