@@ -30,7 +30,7 @@ export interface H2SessionOptions {
 }
 
 /** The connection window we open at the start (the stream window stays at the default 65,535). */
-export const CONNECTION_WINDOW = 1 << 20;
+const CONNECTION_WINDOW = 1 << 20;
 /** Streams of recently reset ids remembered, so that frames the peer had in flight are ignored. */
 const RECENT_RESETS = 256;
 
@@ -77,11 +77,13 @@ export class H2Connection extends EventEmitter implements StreamOwner {
     this.write(goawayFrame(this.lastStreamId, ErrorCode.NO_ERROR, ''));
     if (this.streams.size === 0) this.endSocket();
   }
+
   destroy(): void {
     if (this.destroyed) return;
     this.closed = this.destroyed = true;
     this.socket.destroy();
   }
+
   // ---- streams ----
 
   /** The request is complete: 'end' for the listener; the stream closes if the answer is sent too. */
@@ -97,27 +99,32 @@ export class H2Connection extends EventEmitter implements StreamOwner {
     }
     if (s.localEnded) this.closeStream(s);
   }
+
   /** A listener threw: that stream is reset (INTERNAL_ERROR), the connection and its other streams go on. */
   protected listenerFailed(s: H2Stream, err: unknown): void {
     this.emitError(err as Error);
     this.resetStream(s, ErrorCode.INTERNAL_ERROR);
   }
+
   /** The request bytes a stream held no longer count against the connection's bound. */
   protected release(s: H2Stream): void {
     this.held -= s.held;
     s.held = 0;
     this.creditConnection();
   }
+
   /** A stream refused before the server saw it. */
   protected refuse(id: number, code: number): void {
     this.write(frameU32(FrameType.RST_STREAM, id, code));
     this.rememberReset(id);
   }
+
   protected streamError(id: number, code: number): void {
     const s = this.streams.get(id);
     if (s !== undefined) this.resetStream(s, code);
     else this.refuse(id, code);
   }
+
   resetStream(s: H2Stream, code: number): void {
     if (s.closed) return;
     this.write(frameU32(FrameType.RST_STREAM, s.id, code));
@@ -126,10 +133,12 @@ export class H2Connection extends EventEmitter implements StreamOwner {
     s.localEnded = s.remoteEnded = true;
     this.closeStream(s);
   }
+
   protected rememberReset(id: number): void {
     if (this.recentResets.length >= RECENT_RESETS) this.recentResets.shift();
     this.recentResets.push(id);
   }
+
   protected closeStream(s: H2Stream): void {
     if (s.closed) return;
     s.closed = true;
@@ -141,6 +150,7 @@ export class H2Connection extends EventEmitter implements StreamOwner {
     if (s.listenerCount('close') > 0) process.nextTick(emitClose, s);
     if (this.closed && this.streams.size === 0) this.endSocket();
   }
+
   sendHeaders(s: H2Stream, headers: Readonly<Record<string, string | number>>, endStream: boolean): void {
     const block = headerBlock(headers);
     const max = this.peerMaxFrame;
@@ -156,6 +166,7 @@ export class H2Connection extends EventEmitter implements StreamOwner {
     }
     if (endStream) this.localEnd(s);
   }
+
   flushStream(s: H2Stream): void {
     if (s.closed || s.localEnded) return;
     const q = s.queue;
@@ -192,12 +203,14 @@ export class H2Connection extends EventEmitter implements StreamOwner {
       this.localEnd(s);
     }
   }
+
   protected flushBlocked(): void {
     for (const s of [...this.blocked]) {
       if (this.sendWindow <= 0) return;
       this.flushStream(s);
     }
   }
+
   /**
    * We sent END_STREAM. A request still open keeps the stream half-closed (local), counted against the
    * stream limit, until the client ends it (the gRPC layer resets streaming calls it is done with).
@@ -206,6 +219,7 @@ export class H2Connection extends EventEmitter implements StreamOwner {
     s.localEnded = true;
     if (s.remoteEnded) this.closeStream(s);
   }
+
   /** Gives received bytes back to the peer as connection window, unless open streams hold too much. */
   protected creditConnection(): void {
     if (this.recvUnacked < CONNECTION_WINDOW >>> 2 || this.held > this.opts.maxSessionMemory) return;
@@ -213,6 +227,7 @@ export class H2Connection extends EventEmitter implements StreamOwner {
     this.recvWindow += this.recvUnacked;
     this.recvUnacked = 0;
   }
+
   // ---- output and teardown ----
 
   protected write(b: Buffer): void {
@@ -223,6 +238,7 @@ export class H2Connection extends EventEmitter implements StreamOwner {
       process.nextTick(flushOut, this);
     }
   }
+
   /** Writes what the tick produced in one socket write. */
   flushOut(): void {
     this.flushScheduled = false;
@@ -235,6 +251,7 @@ export class H2Connection extends EventEmitter implements StreamOwner {
       this.destroy();
     }
   }
+
   protected endSocket(): void {
     if (this.destroyed) return;
     this.flushOut();
@@ -243,6 +260,7 @@ export class H2Connection extends EventEmitter implements StreamOwner {
     // A peer that never closes its side does not keep the socket.
     setTimeout(() => this.socket.destroy(), 1000).unref();
   }
+
   protected onSocketClose(): void {
     this.closed = this.destroyed = true;
     for (const s of this.streams.list()) {
@@ -252,6 +270,7 @@ export class H2Connection extends EventEmitter implements StreamOwner {
     }
     this.emit('close');
   }
+
   protected emitError(err: Error): void {
     if (this.listenerCount('error') > 0) this.emit('error', err);
   }

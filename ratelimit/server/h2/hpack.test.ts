@@ -6,6 +6,7 @@ import fc from 'fast-check';
 import * as http2 from 'node:http2';
 import * as net from 'node:net';
 import type { AddressInfo } from 'node:net';
+import { frameSplitter, type RawFrame } from '../../../harness/h2-frames.js';
 import { Flag, frame, FrameType } from './frames.js';
 import { HpackDecoder, HpackError, encodeHeaders } from './hpack.js';
 import { HUFFMAN_CODES, HUFFMAN_CODE_LENGTHS, huffmanDecode } from './huffman.js';
@@ -494,40 +495,19 @@ t.test('encodeHeaders: literal fields without indexing, static names by index, :
 
 // --- A raw HTTP/2 peer: enough framing to read a client's header blocks and answer with ours. ---
 
-interface Frame {
-  type: number;
-  flags: number;
-  stream: number;
-  payload: Buffer;
-}
+type Frame = RawFrame;
 const { DATA, HEADERS, RST_STREAM, SETTINGS, CONTINUATION } = FrameType;
 const { END_STREAM, ACK, END_HEADERS, PADDED, PRIORITY } = Flag;
 
 /** Reads the client preface, then calls onFrame per frame; acknowledges the client's SETTINGS. */
 function readFrames(socket: net.Socket, onFrame: (f: Frame) => void): void {
-  let pending = Buffer.alloc(0);
-  let prefaceSeen = false;
-  socket.on('data', (chunk: Buffer) => {
-    pending = Buffer.concat([pending, chunk]);
-    if (!prefaceSeen) {
-      if (pending.length < 24) return;
-      pending = pending.subarray(24);
-      prefaceSeen = true;
-    }
-    while (pending.length >= 9) {
-      const length = pending.readUIntBE(0, 3);
-      if (pending.length < 9 + length) break;
-      const f = {
-        type: pending[3],
-        flags: pending[4],
-        stream: pending.readUInt32BE(5) & 0x7fffffff,
-        payload: pending.subarray(9, 9 + length),
-      };
-      pending = pending.subarray(9 + length);
+  socket.on(
+    'data',
+    frameSplitter((f) => {
       if (f.type === SETTINGS && !(f.flags & ACK)) socket.write(frame(SETTINGS, ACK, 0));
       onFrame(f);
-    }
-  });
+    }, true),
+  );
 }
 
 /** Joins HEADERS + CONTINUATION payloads into header blocks (padding and priority removed). */

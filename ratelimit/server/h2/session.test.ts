@@ -8,41 +8,28 @@ import * as http2 from 'node:http2';
 import net from 'node:net';
 import { pino } from 'pino';
 import { textFrame } from '../../../harness/grpc-raw.js';
+import { frameSplitter, type RawFrame } from '../../../harness/h2-frames.js';
 import { H2GrpcServer } from '../h2-grpc.js';
 import { ErrorCode, Flag, frame, FrameType, frameU32, PREFACE, settingsFrame } from './frames.js';
 import { encodeHeaders } from './hpack.js';
 import { H2Session } from './session.js';
 
-interface Frame {
-  type: number;
-  flags: number;
-  id: number;
-  payload: Buffer;
-}
+type Frame = RawFrame;
 
 /** A client socket that writes raw frames and collects what the server sends. */
 class RawClient {
   readonly frames: Frame[] = [];
   closed = false;
-  private buf = Buffer.alloc(0);
   private waiters: (() => void)[] = [];
 
   constructor(readonly socket: net.Socket) {
-    socket.on('data', (c: Buffer) => {
-      this.buf = Buffer.concat([this.buf, c]);
-      while (this.buf.length >= 9) {
-        const len = this.buf.readUIntBE(0, 3);
-        if (this.buf.length < 9 + len) break;
-        this.frames.push({
-          type: this.buf[3]!,
-          flags: this.buf[4]!,
-          id: this.buf.readUInt32BE(5) & 0x7fffffff,
-          payload: this.buf.subarray(9, 9 + len),
-        });
-        this.buf = this.buf.subarray(9 + len);
-      }
-      this.wake();
-    });
+    socket.on(
+      'data',
+      frameSplitter((f) => {
+        this.frames.push(f);
+        this.wake();
+      }),
+    );
     socket.on('error', () => undefined);
     socket.on('close', () => {
       this.closed = true;
@@ -140,11 +127,11 @@ t.test('a header list past the bound: 431 for that stream, the connection serves
   const c = await RawClient.connect(port);
   t.teardown(() => c.socket.destroy());
   c.write(headersFrame(1, { ...REQUEST, 'x-big': 'v'.repeat(2000) }, Flag.END_HEADERS | Flag.END_STREAM));
-  const h = await c.waitFor((f) => f.type === FrameType.HEADERS && f.id === 1);
+  const h = await c.waitFor((f) => f.type === FrameType.HEADERS && f.stream === 1);
   t.ok(h, 'stream 1 answered');
   t.equal(h!.payload.toString('latin1').includes('431'), true, ':status 431');
   c.write(headersFrame(3, REQUEST), frame(FrameType.DATA, Flag.END_STREAM, 3, textFrame('hi')));
-  const data = await c.waitFor((f) => f.type === FrameType.DATA && f.id === 3);
+  const data = await c.waitFor((f) => f.type === FrameType.DATA && f.stream === 3);
   t.same(data?.payload.subarray(5).toString(), 'hi', 'the next call on the same connection is answered');
 });
 
@@ -178,10 +165,10 @@ t.test('more streams than SETTINGS_MAX_CONCURRENT_STREAMS: the extra ones are re
   t.teardown(() => c.socket.destroy());
   c.write(headersFrame(1, REQUEST), headersFrame(3, REQUEST), headersFrame(5, REQUEST));
   const r = await c.waitFor((f) => f.type === FrameType.RST_STREAM);
-  t.equal(r?.id, 5);
+  t.equal(r?.stream, 5);
   t.equal(r?.payload.readUInt32BE(0), ErrorCode.REFUSED_STREAM);
   c.write(frame(FrameType.DATA, Flag.END_STREAM, 1, textFrame('one')));
-  const d = await c.waitFor((f) => f.type === FrameType.DATA && f.id === 1);
+  const d = await c.waitFor((f) => f.type === FrameType.DATA && f.stream === 1);
   t.same(d?.payload.subarray(5).toString(), 'one', 'the open streams are served');
 });
 

@@ -88,6 +88,7 @@ export class H2Session extends H2Connection {
       }
     }
   }
+
   private parse(chunk: Buffer): void {
     const buf = this.input.length === 0 ? chunk : Buffer.concat([this.input, chunk]);
     let off = 0;
@@ -116,6 +117,7 @@ export class H2Session extends H2Connection {
     this.input = off === buf.length ? EMPTY : buf.subarray(off);
     if (this.input.length > 0 && off > 0 && this.input.length < 1024) this.input = Buffer.from(this.input);
   }
+
   private onFrame(type: number, flags: number, id: number, p: Buffer): void {
     if (!this.settingsSeen) {
       if (type !== FrameType.SETTINGS || flags & Flag.ACK)
@@ -158,6 +160,7 @@ export class H2Session extends H2Connection {
         return; // unknown frame types are ignored
     }
   }
+
   private onDataFrame(flags: number, id: number, p: Buffer): void {
     if (id === 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'DATA on stream 0');
     let data = p;
@@ -214,6 +217,7 @@ export class H2Session extends H2Connection {
     }
     this.creditConnection();
   }
+
   private onHeaders(flags: number, id: number, p: Buffer): void {
     if (id === 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'HEADERS on stream 0');
     let start = 0;
@@ -239,6 +243,7 @@ export class H2Session extends H2Connection {
     this.block = { id, flags, chunks: [Buffer.from(fragment)], size: fragment.length, priorityError };
     this.checkBlockSize(fragment.length);
   }
+
   private onContinuation(flags: number, id: number, p: Buffer): void {
     const b = this.block;
     if (b === undefined || b.id !== id)
@@ -250,10 +255,12 @@ export class H2Session extends H2Connection {
     this.block = undefined;
     this.onHeaderBlock(id, b.flags, Buffer.concat(b.chunks, b.size), b.priorityError);
   }
+
   private checkBlockSize(size: number): void {
     if (size > 2 * this.opts.maxHeaderListSize)
       throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'header block too large');
   }
+
   private onHeaderBlock(id: number, flags: number, block: Buffer, priorityError: boolean): void {
     let fields: string[] | null;
     try {
@@ -305,6 +312,7 @@ export class H2Session extends H2Connection {
     }
     if (endStream) this.remoteEnd(s);
   }
+
   private onReset(id: number, p: Buffer): void {
     if (id === 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'RST_STREAM on stream 0');
     if (p.length !== 4) throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'RST_STREAM of a wrong size');
@@ -324,6 +332,7 @@ export class H2Session extends H2Connection {
     s.remoteEnded = s.localEnded = true;
     this.closeStream(s);
   }
+
   private onSettings(flags: number, id: number, p: Buffer): void {
     if (id !== 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'SETTINGS on a stream');
     if (flags & Flag.ACK) {
@@ -357,6 +366,7 @@ export class H2Session extends H2Connection {
     this.write(frame(FrameType.SETTINGS, Flag.ACK, 0));
     this.flushBlocked();
   }
+
   private onWindowUpdate(id: number, p: Buffer): void {
     if (p.length !== 4)
       throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'WINDOW_UPDATE of a wrong size');
@@ -378,6 +388,7 @@ export class H2Session extends H2Connection {
     if (s.sendWindow > MAX_WINDOW) return this.streamError(id, ErrorCode.FLOW_CONTROL_ERROR);
     this.flushStream(s);
   }
+
   /** A connection error: GOAWAY with the code, then the socket ends. */
   private fail(code: number, message: string): void {
     if (this.destroyed) return;
