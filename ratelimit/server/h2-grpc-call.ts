@@ -1,10 +1,10 @@
-// One gRPC call on a node:http2 stream: the request body collected and unframed, the handler run, the
+// One gRPC call on an HTTP/2 stream (ours from h2/, or node:http2's: the GrpcStream below): the request body collected and unframed, the handler run, the
 // answer framed and written with its trailers (or a trailers-only error). The server (h2-grpc.ts) routes
 // a stream here once its headers are accepted.
 //
 // Hot path: one IncomingCall object per call holds the call's state and is the handler's CallContext; the
 // stream's listeners are module-level functions that find it on the stream (no closures per call), and
-// the respond options and header objects are constants (node:http2 copies them).
+// the respond options and header objects are constants (frozen: the HTTP/2 layer encodes each once).
 import type { IncomingHttpHeaders } from 'node:http2';
 import type { TLSSocket } from 'node:tls';
 import { createGunzip, createInflate, type Gunzip, type Inflate } from 'node:zlib';

@@ -1,6 +1,6 @@
-// A small gRPC server on node:http2 for unary, server-streaming and bidirectional methods: the ratelimit hot path does
-// not need grpc-js' generality, and its per-call machinery cost more CPU than the whole decision (see
-// docs/benchmark.md). What it implements of the gRPC-over-HTTP/2 protocol:
+// A small gRPC server for unary, server-streaming and bidirectional methods, on the HTTP/2 layer of our own
+// (h2/; GRPC_HTTP2_SERVER=node: on node:http2): the ratelimit hot path does not need grpc-js' generality, and its per-call machinery cost more CPU than the whole decision (see
+// docs/performance.md). What it implements of the gRPC-over-HTTP/2 protocol:
 // - POST only (405 otherwise), content-type application/grpc[+proto|;...] (415 otherwise);
 // - length-prefixed messages, identity/gzip/deflate message encoding (grpc-encoding), a bounded size
 //   (RESOURCE_EXHAUSTED), compressed messages inflated off the event loop with a running cap on their
@@ -59,7 +59,7 @@ export interface H2GrpcServerOptions {
   tlsReloadMs?: number;
   /** Streams one connection may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS; default 1000). */
   maxConcurrentStreams?: number;
-  /** MB one connection may buffer before node:http2 refuses new streams (default 64). */
+  /** MB one connection may buffer (default 64): request bytes held by its calls, answers it does not read. */
   maxSessionMemoryMb?: number;
   /** Bytes of request headers (SETTINGS_MAX_HEADER_LIST_SIZE; default 65536). */
   maxHeaderListSize?: number;
