@@ -1,6 +1,6 @@
 // A small gRPC server for unary, server-streaming and bidirectional methods, on the HTTP/2 layer of our own
-// (h2/; GRPC_HTTP2_SERVER=node: on node:http2): the ratelimit hot path does not need grpc-js' generality, and its per-call machinery cost more CPU than the whole decision (see
-// docs/performance.md). What it implements of the gRPC-over-HTTP/2 protocol:
+// (h2/; GRPC_HTTP2_SERVER=node: on node:http2): the ratelimit hot path does not need grpc-js'
+// generality, and its per-call machinery cost more CPU than the whole decision (docs/performance.md). What it implements of the gRPC-over-HTTP/2 protocol:
 // - POST only (405 otherwise), content-type application/grpc[+proto|;...] (415 otherwise);
 // - length-prefixed messages, identity/gzip/deflate message encoding (grpc-encoding), a bounded size
 //   (RESOURCE_EXHAUSTED), compressed messages inflated off the event loop with a running cap on their
