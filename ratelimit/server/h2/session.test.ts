@@ -12,7 +12,7 @@ import { frameSplitter, type RawFrame } from '../../../harness/h2-frames.js';
 import { H2GrpcServer } from '../h2-grpc.js';
 import { ErrorCode, Flag, frame, FrameType, frameU32, PREFACE, settingsFrame } from './frames.js';
 import { encodeHeaders } from './hpack.js';
-import { H2Session } from './session.js';
+import { H2Session, type H2SessionOptions } from './session.js';
 
 type Frame = RawFrame;
 
@@ -172,12 +172,14 @@ t.test('more streams than SETTINGS_MAX_CONCURRENT_STREAMS: the extra ones are re
   t.same(d?.payload.subarray(5).toString(), 'one', 'the open streams are served');
 });
 
-t.test('a peer that does not read its answers is disconnected past maxSessionMemory', async (t) => {
+/** A bare H2Session (no gRPC server on it) with some options changed; a client socket connected to it. */
+async function bareSession(t: Test, opts: Partial<H2SessionOptions>): Promise<net.Socket> {
   const server = net.createServer((socket) => {
     const s = new H2Session(socket, {
       maxConcurrentStreams: 10,
-      maxSessionMemory: 64 * 1024,
+      maxSessionMemory: 1 << 20,
       maxHeaderListSize: 4096,
+      ...opts,
     });
     s.on('error', () => undefined);
   });
@@ -185,6 +187,12 @@ t.test('a peer that does not read its answers is disconnected past maxSessionMem
   t.teardown(() => server.close());
   const socket = net.connect((server.address() as net.AddressInfo).port, '127.0.0.1');
   socket.on('error', () => undefined);
+  t.teardown(() => socket.destroy());
+  return socket;
+}
+
+t.test('a peer that does not read its answers is disconnected past maxSessionMemory', async (t) => {
+  const socket = await bareSession(t, { maxSessionMemory: 64 * 1024 });
   let closed = false;
   socket.on('close', () => (closed = true));
   socket.pause(); // never reads: the server's PING answers pile up
@@ -199,19 +207,7 @@ t.test('a peer that does not read its answers is disconnected past maxSessionMem
 });
 
 t.test('a connection that never sends the preface is closed', async (t) => {
-  const server = net.createServer((socket) => {
-    const s = new H2Session(socket, {
-      maxConcurrentStreams: 10,
-      maxSessionMemory: 1 << 20,
-      maxHeaderListSize: 4096,
-      prefaceTimeoutMs: 200,
-    });
-    s.on('error', () => undefined);
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.teardown(() => server.close());
-  const socket = net.connect((server.address() as net.AddressInfo).port, '127.0.0.1');
-  socket.on('error', () => undefined);
+  const socket = await bareSession(t, { prefaceTimeoutMs: 200 });
   socket.resume();
   const closed = await new Promise<boolean>((resolve) => {
     socket.on('close', () => resolve(true));
