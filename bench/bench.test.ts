@@ -26,7 +26,11 @@ t.test(
       '--workloads=hot',
       '--rounds=1',
       '--duration=1',
-      '--phases=check,throughput',
+      '--phases=check,throughput,latency',
+      '--latency-workloads=hot',
+      '--rates=500',
+      '--latency-rounds=1',
+      '--latency-duration=1',
       '--shapes=2x8,8x1',
       `--drivers=${goBuilt ? 'loadgen,go' : 'loadgen'}`,
     ]);
@@ -47,7 +51,12 @@ t.test(
     for (const shape of ['2x8', '8x1'])
       for (const driver of drivers) {
         const ours = r.samples.filter(
-          (s) => s.service === 'ours' && s.workload === 'hot' && s.shape === shape && s.driver === driver,
+          (s) =>
+            s.service === 'ours' &&
+            s.workload === 'hot' &&
+            s.shape === shape &&
+            s.driver === driver &&
+            s.mode === 'closed',
         );
         t.equal(ours.length, 1, `one round of ours with ${shape} and ${driver}`);
         t.ok(ours[0].completed > 0, `decisions > 0 (${shape}, ${driver})`);
@@ -57,6 +66,16 @@ t.test(
         t.ok(ours[0].serviceCpuSec > 0, 'service CPU sampled');
         t.match(summary, new RegExp(`\\| one hot key \\| ${shape} \\| ${driver} \\| [0-9]`), 'summary row');
       }
+    // The open-loop rounds: our driver reports its own event-loop lateness, which the tails table shows
+    // and puts a p99.9 down to when it is as long (tails.ts).
+    const open = r.samples.filter((s) => s.mode === 'open' && s.driver === 'loadgen');
+    t.ok(open.length >= 2, 'open-loop rounds of our driver');
+    for (const s of open)
+      t.ok(
+        typeof s.driverLoopMaxMs === 'number' && s.driverLoopMaxMs >= 0,
+        `the driver's own lateness is reported (${s.service} ${s.shape}): ${s.driverLoopMaxMs}`,
+      );
+    t.match(readFileSync(join(out, 'tails.md'), 'utf8'), /driver's event loop max ms/);
     t.ok(r.check && r.check.oursOverLimit > 0, 'the decision check reaches over-limit answers');
     if (referenceAvailable()) {
       t.equal(

@@ -32,6 +32,8 @@ export interface Sample {
   serviceCpuUsPerDecision: number;
   /** Share of a core the load generator used: near 1.0 means the generator, not the service, was the limit. */
   loadgenCores: number;
+  /** The driver's own longest event-loop lateness in the window (ms; our driver only). */
+  driverLoopMaxMs?: number;
   redisByCommand: Record<string, number>;
   firstError?: string;
   /** The measured window (epoch ms, as the harness saw the driver's marks), for tail attribution. */
@@ -154,6 +156,7 @@ export async function measure(o: MeasureOptions): Promise<Sample> {
     redisCpuUsPerDecision: ((end.redis - start.redis) * 1e6) / n,
     serviceCpuUsPerDecision: (svcCpu * 1e6) / n,
     loadgenCores: result.cpuMs / result.windowMs,
+    driverLoopMaxMs: result.driverLoopMaxMs,
     redisByCommand: byCommand,
     firstError: result.firstError,
     windowStartMs: start.at,

@@ -20,25 +20,30 @@ export interface TailRow {
   /** Our service's GC pauses in the window (ours, with --trace-gc): the longest and their sum (ms). */
   gcMaxMs?: number;
   gcTotalMs?: number;
+  /** The load driver's own longest event-loop lateness in the window (our driver only). */
+  driverLoopMaxMs?: number;
   stealMs?: number[];
   /** What the window's p99.9 is put down to (see `attribute`). */
-  cause: 'machine' | 'service: GC' | 'service' | 'unexplained' | 'none';
+  cause: 'machine' | 'driver' | 'service: GC' | 'service' | 'unexplained' | 'none';
 }
 
 /**
  * A sample's p99.9 above 2 ms is put down to the machine when an idle probe saw a stall of at least half
- * of it in the window (every process there waited), to our GC when one of its pauses was that long
- * (with --trace-gc), to the service when only our event loop was that late, and is unexplained otherwise
- * (Redis, the driver or the network path; none of the probes saw it).
+ * of it in the window (every process there waited), to the driver when its own event loop was that late
+ * (it measures each call from its intended start, so its stalls count as latency), to our GC when one of
+ * its pauses was that long (with --trace-gc), to the service when only our event loop was that late, and
+ * is unexplained otherwise (Redis or the network path; none of the probes saw it).
  */
 export function attribute(
   p999Ms: number,
   probeMax: number,
   loopMax: number | undefined,
   gcMax?: number,
+  driverLoopMax?: number,
 ): TailRow['cause'] {
   if (p999Ms <= 2) return 'none';
   if (probeMax >= p999Ms / 2) return 'machine';
+  if (driverLoopMax !== undefined && driverLoopMax >= p999Ms / 2) return 'driver';
   if (gcMax !== undefined && gcMax >= p999Ms / 2) return 'service: GC';
   if (loopMax !== undefined && loopMax >= p999Ms / 2) return 'service';
   return 'unexplained';
@@ -107,8 +112,15 @@ export function tailRows(
       loopMaxMs,
       gcMaxMs: gc?.max,
       gcTotalMs: gc?.total,
+      driverLoopMaxMs: s.driverLoopMaxMs,
       stealMs: s.stealMs,
-      cause: attribute(p999Ms, Math.max(0, ...Object.values(probeMaxMs)), loopMaxMs, gc?.max),
+      cause: attribute(
+        p999Ms,
+        Math.max(0, ...Object.values(probeMaxMs)),
+        loopMaxMs,
+        gc?.max,
+        s.driverLoopMaxMs,
+      ),
     });
   }
   return rows;
@@ -119,14 +131,14 @@ export function tailsMarkdown(rows: readonly TailRow[]): string {
   const withGc = rows.some((r) => r.gcMaxMs !== undefined);
   const f = (x: number | undefined) => (x === undefined ? '' : x.toFixed(1));
   const head =
-    `| sample | service | p99 ms | p99.9 ms | ${labels.map((l) => `idle probe ${l}: max ms (slots > 5 ms)`).join(' | ')} | our event loop max ms |${withGc ? ' our GC pauses: max (sum) ms |' : ''} steal ms | p99.9 put down to |\n` +
-    `|---|---|---:|---:|${labels.map(() => '---:|').join('')}---:|${withGc ? '---:|' : ''}---:|---|\n`;
+    `| sample | service | p99 ms | p99.9 ms | ${labels.map((l) => `idle probe ${l}: max ms (slots > 5 ms)`).join(' | ')} | driver's event loop max ms | our event loop max ms |${withGc ? ' our GC pauses: max (sum) ms |' : ''} steal ms | p99.9 put down to |\n` +
+    `|---|---|---:|---:|${labels.map(() => '---:|').join('')}---:|---:|${withGc ? '---:|' : ''}---:|---|\n`;
   const body = rows
     .map(
       (r) =>
         `| ${r.label} | ${r.service} | ${f(r.p99Ms)} | ${f(r.p999Ms)} | ${labels
           .map((l) => `${f(r.probeMaxMs[l])} (${r.probeSlotsOver5ms[l] ?? 0})`)
-          .join(' | ')} | ${f(r.loopMaxMs)} |${
+          .join(' | ')} | ${f(r.driverLoopMaxMs)} | ${f(r.loopMaxMs)} |${
           withGc ? ` ${r.gcMaxMs === undefined ? '' : `${f(r.gcMaxMs)} (${f(r.gcTotalMs)})`} |` : ''
         } ${r.stealMs ? r.stealMs.join('/') : ''} | ${r.cause} |`,
     )
@@ -142,7 +154,8 @@ export function tailsMarkdown(rows: readonly TailRow[]): string {
   return (
     `# Tail attribution\n\n` +
     `A sample's p99.9 (above 2 ms) is put down to the machine when an idle probe process on either core ` +
-    `was late by at least half of it in the window, to our GC when one of its pauses was that long ` +
+    `was late by at least half of it in the window, to the driver when its own event loop was (our ` +
+    `driver reports it), to our GC when one of its pauses was that long ` +
     `(runs with --trace-gc), to the service when only our event loop was, and is unexplained otherwise.\n\n` +
     services.map((s) => `- ${s}: ${count(s)}`).join('\n') +
     `\n\n` +

@@ -3,8 +3,12 @@
 // open loop (a fixed arrival rate; latency counted from each call's intended start, so a stalled server is
 // not hidden by the generator waiting for it). Prints `MEASURE_START` / `MEASURE_END` lines around the
 // measured window (after a warm-up) so the orchestrator can sample CPU and Redis counters, then one JSON line.
+// Its own pauses would count as the service's latency, so it keeps garbage collection out of the window
+// (drivers.ts starts it with a young generation larger than a window's garbage and `--expose-gc`; a full
+// collection runs before the window) and reports its own longest event-loop lateness in the window.
 //
 //   node --import tsx bench/load/loadgen.ts '<LoadSpec JSON>'
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { RawH2Connection } from './h2raw.js';
 import { Histogram, type LatencySummary } from './histogram.js';
 import { SHOULD_RATE_LIMIT_PATH } from '../../proto/index.js';
@@ -49,10 +53,14 @@ export interface LoadResult {
   latency: LatencySummary;
   /** CPU the generator used in the window (user + system), ms. */
   cpuMs: number;
+  /** The generator's own longest event-loop lateness in the window (ms): a stall of the driver, not the service. */
+  driverLoopMaxMs?: number;
   firstError?: string;
 }
 
 const MAX_IN_FLIGHT_OPEN = 10_000;
+/** The full collection before the window ends this long before it starts (its pause delays calls). */
+const GC_SETTLE_MS = 250;
 
 async function main(): Promise<void> {
   const spec = JSON.parse(process.argv[2]) as LoadSpec;
@@ -142,7 +150,15 @@ async function main(): Promise<void> {
     tick();
   }
 
-  await new Promise((r) => setTimeout(r, spec.warmupMs));
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  const gc = (globalThis as { gc?: () => void }).gc;
+  await sleep(gc ? Math.max(0, spec.warmupMs - GC_SETTLE_MS) : spec.warmupMs);
+  if (gc) {
+    gc();
+    await sleep(Math.min(spec.warmupMs, GC_SETTLE_MS));
+  }
+  const lateness = monitorEventLoopDelay({ resolution: 1 });
+  lateness.enable();
   const cpu0 = process.cpuUsage();
   const w0 = performance.now();
   measuring = true;
@@ -155,6 +171,7 @@ async function main(): Promise<void> {
     };
   });
   measuring = false;
+  lateness.disable();
   const windowMs = performance.now() - w0;
   const cpu = process.cpuUsage(cpu0);
   process.stdout.write('MEASURE_END\n');
@@ -174,6 +191,8 @@ async function main(): Promise<void> {
     callsPerSecond: Math.round((completed * 1000) / windowMs),
     latency: hist.summary(),
     cpuMs: Math.round((cpu.user + cpu.system) / 1000),
+    // The histogram holds timer delays beyond its 1 ms resolution.
+    driverLoopMaxMs: Math.max(0, lateness.max / 1e6 - 1),
     firstError,
   };
   process.stdout.write(JSON.stringify(result) + '\n');
