@@ -93,6 +93,12 @@ t.test(
   },
 );
 
+t.test('--latency-probe is on unless off; another value names the option', async (t) => {
+  t.equal(parseArgs([]).latencyProbe, true);
+  t.equal(parseArgs(['--latency-probe=off']).latencyProbe, false);
+  t.throws(() => parseArgs(['--latency-probe=no']), /--latency-probe: "no"/);
+});
+
 t.test('shapes parse as <connections>x<in flight>, bad ones name the option', async (t) => {
   t.same(parseShapes('2x50,64x2'), [
     { connections: 2, inFlight: 50, label: '2x50' },

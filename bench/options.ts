@@ -43,6 +43,12 @@ export interface BenchOptions {
   profile: boolean;
   /** Run our service with --trace-gc: its GC pauses join the latency phase's tail attribution. */
   traceGc: boolean;
+  /**
+   * Our service's in-process probe during the latency rounds (`--latency-probe=off` pauses it): it gives
+   * the loop lateness, garbage per decision and GC pause columns and the tail attribution, and costs our
+   * service a 1 ms timer the reference does not carry.
+   */
+  latencyProbe: boolean;
   /** Extra node/V8 flags for our service (`--ours-node-flags="--max-semi-space-size=4"`), e.g. GC settings. */
   oursNodeFlags: string[];
   /** Node binary that runs our service (--node), and the one the `nodes` phase compares it with. */
@@ -52,6 +58,12 @@ export interface BenchOptions {
   /** RLQS accuracy phase: fleet sizes (`--rlqs-fleets=2,10,50`), pod counts (`--rlqs-pods=1,3`), and
    *  `--rlqs-divergences`: also our server with simulated Envoys diverging from Envoy on purpose. */
   rlqs: { fleets: number[]; pods: number[]; divergences: boolean };
+}
+
+function parseLatencyProbe(v: string | undefined): boolean {
+  if (v === undefined || v === 'on') return true;
+  if (v === 'off') return false;
+  throw new Error(`--latency-probe: "${v}" is not on or off`);
 }
 
 /** The value of `--name=value` in argv, if present. */
@@ -104,6 +116,7 @@ export function parseArgs(argv: string[], phaseNames: readonly string[]): BenchO
     outDir: get('out') ?? join(REPO_ROOT, 'bench-results', stamp),
     profile: argv.includes('--profile'),
     traceGc: argv.includes('--trace-gc'),
+    latencyProbe: parseLatencyProbe(get('latency-probe')),
     oursNodeFlags: (get('ours-node-flags') ?? '').split(' ').filter(Boolean),
     node: get('node'),
     compareNode: get('compare-node'),

@@ -8,7 +8,10 @@
 // use now, plus everything each GC freed, from v8.GCProfiler), so a window's allocation divided by its
 // calls is the garbage per decision; and each GC in the slot is a line `g <epoch ms> <pause ms> <type>`
 // (the latency phase's GC pause percentiles).
-import { appendFileSync } from 'node:fs';
+//
+// While a file named like the probe's with `.off` appended exists, the probe pauses (checked every
+// 100 ms): no 1 ms timer, no GC profiling, no lines; the latency phase's `--latency-probe=off`.
+import { appendFileSync, existsSync } from 'node:fs';
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { getHeapStatistics, GCProfiler } from 'node:v8';
 import { isMainThread } from 'node:worker_threads';
@@ -27,7 +30,21 @@ if (file && isMainThread) {
   let freed = 0;
   let gc = new GCProfiler();
   gc.start();
+  let paused = false;
   setInterval(() => {
+    if (existsSync(`${file}.off`) !== paused) {
+      paused = !paused;
+      if (paused) {
+        h.disable();
+        gc.stop();
+      } else {
+        h.reset();
+        h.enable();
+        gc = new GCProfiler();
+        gc.start();
+      }
+    }
+    if (paused) return;
     const now = Date.now();
     const stats = gc.stop()?.statistics ?? [];
     gc = new GCProfiler();

@@ -12,7 +12,7 @@ import {
   windowJitter,
   type ProbeSlot,
 } from './loop-probe.js';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { REPO_ROOT } from './services.js';
 import type { Sample } from './measure.js';
@@ -162,4 +162,33 @@ t.test('the probe counts the heap bytes a process allocates, and its GC pauses',
   );
   t.ok(a!.gcPausesMs.length > 0, `${a!.gcPausesMs.length} GC pauses seen`);
   t.same(parseProbe(text).length, slots.length, 'GC lines are not read as slots');
+});
+
+t.test('the probe pauses while its .off file exists (--latency-probe=off)', async (t) => {
+  const dir = makeTempDir('bench-probe-off-test');
+  t.teardown(() => removeTempDir(dir));
+  const file = join(dir, 'probe.txt');
+  writeFileSync(`${file}.off`, '');
+  const { spawn } = await import('node:child_process');
+  const child = spawn(
+    process.execPath,
+    [
+      '--import',
+      join(REPO_ROOT, 'bench/harness/loop-probe-preload.mjs'),
+      '-e',
+      `setInterval(() => {}, 1000); process.on('SIGTERM', () => process.exit(0))`,
+    ],
+    { env: { ...process.env, BENCH_LOOP_PROBE: file }, stdio: 'ignore' },
+  );
+  t.teardown(() => child.kill('SIGKILL'));
+  const slots = () => (existsSync(file) ? parseProbe(readFileSync(file, 'utf8')).length : 0);
+  // Paused: the process runs (its header is written at exit) but no slot is written for 1.5 s, the
+  // time in which a running probe writes about 15.
+  await new Promise((r) => setTimeout(r, 1500));
+  t.equal(slots(), 0, 'no slots while paused');
+  rmSync(`${file}.off`);
+  const deadline = Date.now() + 60_000;
+  while (slots() < 5 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+  t.ok(slots() >= 5, `slots written once resumed: ${slots()}`);
+  child.kill('SIGTERM');
 });
