@@ -16,7 +16,7 @@ import { markdownTable, type Figure } from './report/table.js';
 import type { BenchResults } from './report/results.js';
 import { BenchRedis, BenchService, pin, RuntimeDir, type ServiceKind } from './harness/services.js';
 import { combineRuns, summaryTable } from './report/summary.js';
-import { OURS_LOOP_PROBE_FILE } from './harness/loop-probe.js';
+import { OURS_LOOP_PROBE_FILE, pauseOursProbe } from './harness/loop-probe.js';
 import { configFiles, WORKLOADS } from './load/workloads.js';
 
 export type { BenchOptions } from './options.js';
@@ -142,6 +142,8 @@ export async function runBench(o: BenchOptions, copyLatest = true): Promise<Benc
       ],
       loopProbeFile: join(o.outDir, OURS_LOOP_PROBE_FILE),
     });
+    // Off until a phase that reads it asks (loop-probe.ts `whileProbed`).
+    pauseOursProbe(o.outDir);
     if (o.reference && BenchService.referenceBinary()) {
       svcs.reference = await BenchService.start({ kind: 'reference', runtime: referenceRuntime, ...common });
       kinds.push('reference');

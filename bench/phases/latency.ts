@@ -1,12 +1,13 @@
 // Phase `latency`: p50 / p99 / p99.9 at fixed open-loop rates (latency counted from each call's intended
 // start), for every load shape (its connection count) and driver; rounds interleaved.
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
   OURS_LOOP_PROBE_FILE,
   probeTimeOrigin,
   readProbe,
   startJitterProbes,
+  whileProbed,
   windowAllocation,
 } from '../harness/loop-probe.js';
 import type { Sample } from '../harness/measure.js';
@@ -26,14 +27,11 @@ async function run(ctx: PhaseContext): Promise<void> {
   // Tail attribution: an idle probe process on each core while the rounds run (tails.ts).
   const probes = startJitterProbes(o.outDir, { services: SERVICE_CPUS, aux: AUX_CPUS });
   const labels = new Map<object, string>();
-  // `--latency-probe=off`: our service's probe pauses while the rounds run (loop-probe-preload.mjs), so
-  // it carries no observer the reference does not.
-  const probeOff = join(o.outDir, `${OURS_LOOP_PROBE_FILE}.off`);
-  if (!o.latencyProbe) writeFileSync(probeOff, '');
+  // Our service's probe runs for the rounds, unless `--latency-probe=off`: then our service carries no
+  // observer the reference does not.
   try {
-    await rounds(ctx, labels);
+    await whileProbed(o.outDir, o.latencyProbe, () => rounds(ctx, labels));
   } finally {
-    rmSync(probeOff, { force: true });
     await probes.stop();
   }
   // The probes flush every second: read them after they stopped.
