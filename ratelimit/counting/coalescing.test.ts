@@ -135,3 +135,52 @@ t.test(
     );
   },
 );
+
+t.test('with nothing in flight a call goes at the end of its callback, not of the loop turn', async (t) => {
+  const mem = new MemoryCounterStore();
+  t.teardown(() => mem.close());
+  const { store, calls } = recording(mem);
+  const c = new CoalescingCounterStore(store);
+  // Queued before the increment: runs later in this turn; a flush left for the turn's end (setImmediate)
+  // would not have run by then.
+  const seen = new Promise<number>((resolve) => setImmediate(() => resolve(calls.length)));
+  const counted = c.increment([op('hot')]);
+  t.equal(await seen, 1, 'the store was called before the rest of the turn');
+  t.same(await counted, [1]);
+});
+
+t.test('with a store call in flight, the turn\'s increments wait and go as one', async (t) => {
+  const mem = new MemoryCounterStore();
+  t.teardown(() => mem.close());
+  const calls: CounterOp[][] = [];
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  const slow: CounterStore = {
+    increment: async (ops) => {
+      calls.push([...ops]);
+      if (calls.length === 1) await gate;
+      return mem.increment(ops);
+    },
+    get: (ops) => mem.get(ops),
+    isHealthy: () => true,
+    close: async () => {},
+  };
+  const c = new CoalescingCounterStore(slow);
+  const first = c.increment([op('hot')]);
+  await new Promise((r) => process.nextTick(r));
+  t.equal(calls.length, 1, 'the first call is in flight');
+  // Two callbacks of one turn (two socket reads, say): merged while the first call is out.
+  const later = await new Promise<Promise<number[]>[]>((resolve) => {
+    const out: Promise<number[]>[] = [];
+    setImmediate(() => out.push(c.increment([op('hot')])));
+    setImmediate(() => {
+      out.push(c.increment([op('hot', 2)]));
+      resolve(out);
+    });
+  });
+  release();
+  t.same(await first, [1]);
+  t.same(await Promise.all(later), [[2], [4]], 'exact counts in arrival order');
+  t.equal(calls.length, 2, 'one more store call for both');
+  t.same(calls[1], [op('hot', 3)]);
+});

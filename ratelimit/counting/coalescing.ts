@@ -1,5 +1,9 @@
-// Coalesces concurrent increments of one key into a single INCRBY: every increment requested in the
-// same event-loop turn is merged per key and all keys go to the store in one call (one pipeline).
+// Coalesces concurrent increments of one key into a single INCRBY: increments requested together are
+// merged per key and all keys go to the store in one call (one pipeline). "Together" depends on load:
+// with no store call of ours in flight, the increments of the current callback (one socket read and its
+// promise jobs) go as soon as it ends (process.nextTick), so a lone call does not wait for the rest of
+// the event-loop turn (at 1k calls/s of a hot key that wait was 0.4 ms of p99); with a store call in
+// flight, the whole turn's increments wait for its end (setImmediate), which is where merging pays.
 // Each caller still gets its own exact count: n hits on a key that reaches total T are handed
 // T-n+1 ... T in arrival order, so decisions are identical to counting one request at a time.
 // A hot key then costs one INCRBY + EXPIRE per turn instead of per request.
@@ -43,6 +47,8 @@ interface Batch {
 export class CoalescingCounterStore implements CounterStore {
   private pending = new Map<string, Batch>();
   private scheduled = false;
+  /** Store calls sent and not yet settled. */
+  private inFlight = 0;
   /** Store calls made and increments merged into them (for tests and the benchmark). */
   readonly counters = { flushes: 0, opsIn: 0, opsOut: 0 };
   /** The turn's flush, bound once (not a new closure per turn). */
@@ -106,7 +112,8 @@ export class CoalescingCounterStore implements CounterStore {
       this.counters.opsIn += ops.length;
       if (!this.scheduled) {
         this.scheduled = true;
-        setImmediate(this.flushBound);
+        if (this.inFlight === 0) process.nextTick(this.flushBound);
+        else setImmediate(this.flushBound);
       }
     });
   }
@@ -145,6 +152,7 @@ export class CoalescingCounterStore implements CounterStore {
       }
     };
     const failAll = (err: unknown): void => {
+      this.inFlight--;
       for (let j = 0; j < batches.length; j++) settle(j, err, true);
     };
     const inner = this.inner;
@@ -160,11 +168,14 @@ export class CoalescingCounterStore implements CounterStore {
       if (groups.size > 1) {
         this.counters.flushes += groups.size - 1;
         for (const idx of groups.values()) {
+          this.inFlight++;
           inner.incrementEach(idx.map((j) => ops[j])).then(
             (results) => {
+              this.inFlight--;
               for (let k = 0; k < idx.length; k++) settle(idx[k], results[k], results[k] instanceof Error);
             },
             (err: unknown) => {
+              this.inFlight--;
               for (const j of idx) settle(j, err, true);
             },
           );
@@ -172,9 +183,11 @@ export class CoalescingCounterStore implements CounterStore {
         return;
       }
     }
+    this.inFlight++;
     if (inner.incrementEach) {
       // Per-key settlement: a key whose shard failed fails only its own callers.
       inner.incrementEach(ops).then((results) => {
+        this.inFlight--;
         for (let j = 0; j < batches.length; j++) {
           const r = results[j];
           settle(j, r, r instanceof Error);
@@ -182,6 +195,7 @@ export class CoalescingCounterStore implements CounterStore {
       }, failAll);
     } else {
       this.inner.increment(ops).then((counts) => {
+        this.inFlight--;
         for (let j = 0; j < batches.length; j++) settle(j, counts[j], false);
       }, failAll);
     }
