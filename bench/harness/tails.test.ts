@@ -12,6 +12,7 @@ import {
   windowJitter,
   type ProbeSlot,
 } from './loop-probe.js';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { REPO_ROOT } from './services.js';
@@ -122,24 +123,30 @@ t.test(
   },
 );
 
+/** A Node process running `script` with our service's probe loaded, writing to `file`. */
+function probed(file: string, script: string): ChildProcess {
+  return spawn(
+    process.execPath,
+    [
+      '--import',
+      join(REPO_ROOT, 'bench/harness/loop-probe-preload.mjs'),
+      '-e',
+      `${script} process.on('SIGTERM', () => process.exit(0))`,
+    ],
+    { env: { ...process.env, BENCH_LOOP_PROBE: file }, stdio: 'ignore' },
+  );
+}
+
 t.test('the probe counts the heap bytes a process allocates, and its GC pauses', async (t) => {
   // A process that allocates 64-byte-ish objects at a known rate under the probe: the window's
   // allocation is at least what it made, and its young-generation GCs show up as pauses.
   const dir = makeTempDir('bench-alloc-test');
   t.teardown(() => removeTempDir(dir));
   const file = join(dir, 'probe.txt');
-  const { spawn } = await import('node:child_process');
-  const child = spawn(
-    process.execPath,
-    [
-      '--import',
-      join(REPO_ROOT, 'bench/harness/loop-probe-preload.mjs'),
-      '-e',
-      // 10,000 arrays of 16 numbers every 10 ms (each at least 16 * 8 bytes of elements).
-      'let keep; setInterval(() => { for (let i = 0; i < 10000; i++) keep = new Array(16).fill(i + 0.5); }, 10);' +
-        "process.on('SIGTERM', () => process.exit(0))",
-    ],
-    { env: { ...process.env, BENCH_LOOP_PROBE: file }, stdio: 'ignore' },
+  const child = probed(
+    file,
+    // 10,000 arrays of 16 numbers every 10 ms (each at least 16 * 8 bytes of elements).
+    'let keep; setInterval(() => { for (let i = 0; i < 10000; i++) keep = new Array(16).fill(i + 0.5); }, 10);',
   );
   t.teardown(() => child.kill('SIGKILL'));
   const deadline = Date.now() + 60_000;
@@ -169,17 +176,7 @@ t.test('the probe pauses while its .off file exists (--latency-probe=off)', asyn
   t.teardown(() => removeTempDir(dir));
   const file = join(dir, 'probe.txt');
   writeFileSync(`${file}.off`, '');
-  const { spawn } = await import('node:child_process');
-  const child = spawn(
-    process.execPath,
-    [
-      '--import',
-      join(REPO_ROOT, 'bench/harness/loop-probe-preload.mjs'),
-      '-e',
-      `setInterval(() => {}, 1000); process.on('SIGTERM', () => process.exit(0))`,
-    ],
-    { env: { ...process.env, BENCH_LOOP_PROBE: file }, stdio: 'ignore' },
-  );
+  const child = probed(file, 'setInterval(() => {}, 1000);');
   t.teardown(() => child.kill('SIGKILL'));
   const slots = () => (existsSync(file) ? parseProbe(readFileSync(file, 'utf8')).length : 0);
   // Paused: the process runs (its header is written at exit) but no slot is written for 1.5 s, the
