@@ -61,7 +61,11 @@ t.test('p99.9 is put down to the machine, the service, or neither', async (t) =>
   t.equal(attribute(20, 1, 15), 'service', 'only our event loop was');
   t.equal(attribute(20, 1, undefined), 'unexplained', 'the reference has no loop probe');
   t.equal(attribute(20, 3, 4), 'unexplained');
-  t.equal(attribute(20, 3, 4, undefined, 12), 'driver', 'the driver was as late: its stall is counted as latency');
+  t.equal(
+    attribute(20, 3, 4, undefined, 12),
+    'driver',
+    'the driver was as late: its stall is counted as latency',
+  );
   t.equal(attribute(20, 12, 4, undefined, 12), 'machine', 'a core-wide stall first');
   t.equal(attribute(20, 3, 15, 12, 4), 'service: GC', 'a driver late by less than half is not the cause');
 
@@ -94,7 +98,10 @@ t.test('p99.9 is put down to the machine, the service, or neither', async (t) =>
   );
   const md = tailsMarkdown(rows);
   t.match(md, /- ours: machine 1/);
-  t.match(md, /\| w reference \| reference \| 1\.0 \| 20\.0 \| 1\.0 \(0\) \| {2}\| {2}\| 0\/10 \| unexplained \|/);
+  t.match(
+    md,
+    /\| w reference \| reference \| 1\.0 \| 20\.0 \| 1\.0 \(0\) \| {2}\| {2}\| 0\/10 \| unexplained \|/,
+  );
 });
 
 t.test(

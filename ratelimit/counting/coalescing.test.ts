@@ -149,7 +149,7 @@ t.test('with nothing in flight a call goes at the end of its callback, not of th
   t.same(await counted, [1]);
 });
 
-t.test('with a store call in flight, the turn\'s increments wait and go as one', async (t) => {
+t.test("with a store call in flight, the turn's increments wait and go as one", async (t) => {
   const mem = new MemoryCounterStore();
   t.teardown(() => mem.close());
   const calls: CounterOp[][] = [];
