@@ -4,7 +4,7 @@
 // package's), it is the source of the parse figures docs/configuration.md quotes, and the benchmark's
 // reload phase only sees the whole reload (worker start, parse, compile slices) as one time.
 // Run: taskset -c 1 node --import tsx bench/micro/reload-parse.ts [rounds]
-import { buildConfigInSlices, checkDocument, type CheckedDocument } from '../../ratelimit/config/index.js';
+import { buildConfigInSlices, checkDocument, toCheckedDocument } from '../../ratelimit/config/index.js';
 import { parseYamlSource, parseYamlSourceFully } from '../../ratelimit/config/index.js';
 import { cfg10kYaml } from '../../harness/fixtures.js';
 
@@ -23,11 +23,7 @@ async function once(
   const parsed = cpuMs() - at;
   at = cpuMs();
   const { document } = checkDocument(src.name, doc);
-  const checked: CheckedDocument = {
-    name: src.name,
-    domain: document!.domain,
-    descriptors: (document!.descriptors ?? []).map((d) => JSON.stringify(d)),
-  };
+  const checked = toCheckedDocument(src.name, document!);
   const validated = cpuMs() - at;
   at = cpuMs();
   await buildConfigInSlices([checked], false);

@@ -4,6 +4,8 @@
 // A `*` anywhere in a value is a wildcard matching any run of characters (upstream 6bcd4d2; before
 // it only a trailing `*` was). Each pattern is split into literal parts once per load and matched
 // with startsWith/endsWith/indexOf: a glob of `*` alone needs no backtracking, so no regex.
+// Built from checked documents (buildConfigInSlices), a domain's top level holds each descriptor's
+// index until its first lookup compiles it (checked.ts): a reload builds no per-descriptor objects.
 import { ConfigError } from './errors.js';
 import type {
   ConfigFeature,
@@ -15,7 +17,8 @@ import type {
   Unit,
 } from './types.js';
 import { UNIT_SECONDS } from './units.js';
-import { NO_REPLACES, compileRule, dumpRule } from './rules.js';
+import { NO_REPLACES, addFeatures, compileRule, dumpRule } from './rules.js';
+import { checkedEntry, type CheckedDocument } from './checked.js';
 import { compositeKey, type ConfigDoc, type DescriptorDoc } from './validate.js';
 
 interface MatchNode {
@@ -53,13 +56,19 @@ interface WildcardPattern {
   readonly node: MatchNode;
 }
 
+/**
+ * A top-level entry not compiled yet: its index in the config's PendingEntries. Only a domain's top
+ * level holds them, and never for an entry that may be a wildcard (those compile up front, in order).
+ */
+type Pending = number;
+
 interface MatchLevel {
   /** key_value and key-only entries, in one map as in the reference (composite keys may collide). */
-  readonly byKey: Map<string, MatchNode>;
+  readonly byKey: Map<string, MatchNode | Pending>;
   /** Wildcard entries (see compileWildcard), in config order (the first match wins). */
   readonly wildcards: WildcardPattern[];
   /** Config order, for dump(). */
-  readonly ordered: MatchNode[];
+  readonly ordered: (MatchNode | Pending)[];
 }
 
 function newLevel(): MatchLevel {
@@ -113,21 +122,6 @@ function wildcardMatches(s: string, w: WildcardPattern): boolean {
   return true;
 }
 
-/** The features of the rules in a compiled tree (for negotiation and backend checks). */
-function collectFeatures(level: MatchLevel, out: Set<ConfigFeature>): void {
-  for (const node of level.ordered) {
-    const rule = node.rule;
-    if (rule !== undefined) {
-      if (rule.limits.length > 1) out.add('rate_limits');
-      for (const l of rule.limits) {
-        if (l.algorithm === 'sliding_window') out.add('sliding_window');
-        else if (l.algorithm === 'token_bucket') out.add('token_bucket');
-      }
-    }
-    if (node.children !== undefined) collectFeatures(node.children, out);
-  }
-}
-
 /** Loads entries into a level, as the reference's loadDescriptors (also used to merge a domain). */
 function loadLevel(
   source: string,
@@ -143,39 +137,89 @@ function loadLevel(
   entries.forEach((entry, j) => {
     const i = j + offset;
     const finalKey = compositeKey(entry.key, entry.value);
-    const pathKey = parentKey + finalKey;
-    if (level.byKey.has(finalKey)) {
-      throw new ConfigError(source, `${field}[${i}]`, `duplicate descriptor composite key '${pathKey}'`);
-    }
-    const namePath = parentName + nameSegment(entry.key, entry.value);
-    const node: MatchNode = {
-      key: entry.key,
-      finalKey,
-      pathKey,
-      rule: compileRule(entry, pathKey, namePath),
-      detailedMetric: entry.detailed_metric === true,
-      valueToMetric: entry.value_to_metric === true,
-      shareThreshold: entry.share_threshold === true,
-      children: undefined,
-    };
-    if (entry.descriptors !== undefined && entry.descriptors.length > 0) {
-      const children = newLevel();
-      loadLevel(
-        source,
-        children,
-        `${pathKey}.`,
-        entry.descriptors,
-        `${field}[${i}].descriptors`,
-        0,
-        `${namePath}.`,
-      );
-      node.children = children;
-    }
+    if (level.byKey.has(finalKey)) throw duplicateKey(source, `${field}[${i}]`, parentKey + finalKey);
+    const node = compileNode(source, entry, parentKey, `${field}[${i}]`, parentName);
     level.byKey.set(finalKey, node);
     level.ordered.push(node);
     const wildcard = compileWildcard(entry.key, entry.value, node);
     if (wildcard !== undefined) level.wildcards.push(wildcard);
   });
+}
+
+function duplicateKey(source: string, field: string, pathKey: string): ConfigError {
+  return new ConfigError(source, field, `duplicate descriptor composite key '${pathKey}'`);
+}
+
+/** One entry and its nested entries, compiled; `field` is the entry's own (`descriptors[3]`). */
+function compileNode(
+  source: string,
+  entry: DescriptorDoc,
+  parentKey: string,
+  field: string,
+  parentName: string,
+): MatchNode {
+  const finalKey = compositeKey(entry.key, entry.value);
+  const pathKey = parentKey + finalKey;
+  const namePath = parentName + nameSegment(entry.key, entry.value);
+  const node: MatchNode = {
+    key: entry.key,
+    finalKey,
+    pathKey,
+    rule: compileRule(entry, pathKey, namePath),
+    detailedMetric: entry.detailed_metric === true,
+    valueToMetric: entry.value_to_metric === true,
+    shareThreshold: entry.share_threshold === true,
+    children: undefined,
+  };
+  if (entry.descriptors !== undefined && entry.descriptors.length > 0) {
+    const children = newLevel();
+    loadLevel(source, children, `${pathKey}.`, entry.descriptors, `${field}.descriptors`, 0, `${namePath}.`);
+    node.children = children;
+  }
+  return node;
+}
+
+/**
+ * The top-level entries of the checked documents a config was built from, by index (Pending): a
+ * domain's documents in order, each entry compiled on its first lookup.
+ */
+class PendingEntries {
+  private readonly docs: CheckedDocument[] = [];
+  /** The index of each document's first entry. */
+  private readonly bases: number[] = [];
+  private count = 0;
+
+  /** Adds a document's entries; returns the index of its first. */
+  add(doc: CheckedDocument): number {
+    const base = this.count;
+    this.docs.push(doc);
+    this.bases.push(base);
+    this.count += doc.keys.length;
+    return base;
+  }
+
+  /** The document of entry `p` and the entry's index in it. */
+  private locate(p: Pending): [CheckedDocument, number] {
+    let lo = 0;
+    let hi = this.bases.length - 1;
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >> 1;
+      if (this.bases[mid]! <= p) lo = mid;
+      else hi = mid - 1;
+    }
+    return [this.docs[lo]!, p - this.bases[lo]!];
+  }
+
+  key(p: Pending): string {
+    const [doc, i] = this.locate(p);
+    return doc.keys[i]!;
+  }
+
+  compile(p: Pending): MatchNode {
+    const [doc, i] = this.locate(p);
+    const prefix = `${doc.domain}.`;
+    return compileNode(doc.name, checkedEntry(doc, i), prefix, `descriptors[${i}]`, prefix);
+  }
 }
 
 /** `key_` is a prefix of `s` (the reference's TrimPrefix(s, key + "_") strips something). */
@@ -188,19 +232,24 @@ function trimKeyPrefix(s: string, key: string): string {
   return hasKeyPrefix(s, key) ? s.slice(key.length + 1) : s;
 }
 
-function dumpLevel(level: MatchLevel, out: string[], names: boolean): void {
-  for (const node of level.ordered) {
+/** A level's entry for reading: a pending one compiled (dump() and ruleKeyPaths() do not keep it). */
+type NodeOf = (level: MatchLevel, item: MatchNode | Pending) => MatchNode;
+
+function dumpLevel(level: MatchLevel, out: string[], names: boolean, nodeOf: NodeOf): void {
+  for (const item of level.ordered) {
+    const node = nodeOf(level, item);
     if (node.rule !== undefined) dumpRule(node.rule, names, out);
-    if (node.children !== undefined) dumpLevel(node.children, out, names);
+    if (node.children !== undefined) dumpLevel(node.children, out, names, nodeOf);
   }
 }
 
 /** Key paths of the nodes with a rule, depth first in config order. */
-function collectKeyPaths(level: MatchLevel, path: string[], out: string[][]): void {
-  for (const node of level.ordered) {
+function collectKeyPaths(level: MatchLevel, path: string[], out: string[][], nodeOf: NodeOf): void {
+  for (const item of level.ordered) {
+    const node = nodeOf(level, item);
     path.push(node.key);
     if (node.rule !== undefined) out.push([...path]);
-    if (node.children !== undefined) collectKeyPaths(node.children, path, out);
+    if (node.children !== undefined) collectKeyPaths(node.children, path, out, nodeOf);
     path.pop();
   }
 }
@@ -209,13 +258,17 @@ export class CompiledRateLimitConfig implements RateLimitConfig {
   readonly domains: readonly string[];
   readonly features: ReadonlySet<ConfigFeature>;
   private readonly roots: ReadonlyMap<string, MatchLevel>;
+  private readonly pending: PendingEntries | undefined;
 
-  constructor(roots: Map<string, MatchLevel>) {
+  constructor(
+    roots: Map<string, MatchLevel>,
+    features: ReadonlySet<ConfigFeature>,
+    pending?: PendingEntries,
+  ) {
     this.roots = roots;
     this.domains = Object.freeze([...roots.keys()]);
-    const features = new Set<ConfigFeature>();
-    for (const level of roots.values()) collectFeatures(level, features);
     this.features = features;
+    this.pending = pending;
   }
 
   hasDomain(domain: string): boolean {
@@ -224,15 +277,29 @@ export class CompiledRateLimitConfig implements RateLimitConfig {
 
   dump(names = false): string {
     const out: string[] = [];
-    for (const level of this.roots.values()) dumpLevel(level, out, names);
+    for (const level of this.roots.values()) dumpLevel(level, out, names, this.peek);
     return out.join('');
   }
 
   ruleKeyPaths(domain: string): readonly (readonly string[])[] {
     const root = this.roots.get(domain);
     const out: string[][] = [];
-    if (root !== undefined) collectKeyPaths(root, [], out);
+    if (root !== undefined) collectKeyPaths(root, [], out, this.peek);
     return out;
+  }
+
+  /** A level's entry, compiled if pending; a pending entry compiled here is not kept. */
+  private readonly peek: NodeOf = (level, item) => {
+    if (typeof item !== 'number') return item;
+    const current = level.byKey.get(this.pending!.key(item));
+    return typeof current === 'number' || current === undefined ? this.pending!.compile(item) : current;
+  };
+
+  /** Compiles a pending top-level entry on its first lookup and keeps it in its level. */
+  private compilePending(level: MatchLevel, finalKey: string, p: Pending): MatchNode {
+    const node = this.pending!.compile(p);
+    level.byKey.set(finalKey, node);
+    return node;
   }
 
   getLimit(domain: string, descriptor: RequestDescriptor): LimitMatch | undefined {
@@ -255,6 +322,7 @@ export class CompiledRateLimitConfig implements RateLimitConfig {
       const { key, value } = entries[i]!;
       const lookup = key + '_' + value;
       let node = level.byKey.get(lookup);
+      if (typeof node === 'number') node = this.compilePending(level, lookup, node);
       let wildcardKey: string | undefined;
       if (node === undefined) {
         const wildcards = level.wildcards;
@@ -267,7 +335,10 @@ export class CompiledRateLimitConfig implements RateLimitConfig {
         }
       }
       const matchedUsingValue = node !== undefined;
-      if (node === undefined) node = level.byKey.get(key);
+      if (node === undefined) {
+        node = level.byKey.get(key);
+        if (typeof node === 'number') node = this.compilePending(level, key, node);
+      }
       // Without a node the walk ends here and no rule can be found.
       if (node === undefined) break;
 
@@ -392,56 +463,71 @@ export function buildConfig(
   merge: boolean,
 ): RateLimitConfig {
   const roots = new Map<string, MatchLevel>();
+  const features = new Set<ConfigFeature>();
   for (const { name, doc } of docs) {
-    let root = roots.get(doc.domain);
-    if (root !== undefined && !merge) {
-      throw new ConfigError(name, 'domain', `duplicate domain '${doc.domain}' in config file`);
-    }
-    if (root === undefined) {
-      root = newLevel();
-      roots.set(doc.domain, root);
-    }
+    const root = rootOf(roots, name, doc.domain, merge);
     loadLevel(name, root, `${doc.domain}.`, doc.descriptors ?? [], 'descriptors');
+    addFeatures(doc.descriptors ?? [], features);
   }
-  return new CompiledRateLimitConfig(roots);
+  return new CompiledRateLimitConfig(roots, features);
 }
 
-/** A validated document whose top-level descriptors are JSON texts, one each (as the parse worker sends). */
-export interface CheckedDocument {
-  name: string;
-  domain: string;
-  descriptors: readonly string[];
+/** The domain's top level, new unless the domain was seen (an error unless `merge`). */
+function rootOf(roots: Map<string, MatchLevel>, source: string, domain: string, merge: boolean): MatchLevel {
+  let root = roots.get(domain);
+  if (root !== undefined && !merge) {
+    throw new ConfigError(source, 'domain', `duplicate domain '${domain}' in config file`);
+  }
+  if (root === undefined) {
+    root = newLevel();
+    roots.set(domain, root);
+  }
+  return root;
 }
+
+/** Entries indexed between two looks at the clock in buildConfigInSlices (one compiled counts as all). */
+const SLICE_CHECK_EVERY = 256;
 
 /**
- * buildConfig in time slices: top-level descriptors are decoded and compiled one at a time, and the
- * event loop gets a turn whenever a slice has run `sliceMs`, so compiling a 10k-descriptor config does
- * not stall decisions. The result and the errors are buildConfig's.
+ * buildConfig from checked documents (as the parse worker sends them), in time slices: each top-level
+ * entry is indexed by its composite key and compiled on its first lookup, except one whose key holds a
+ * `*` (a wildcard keeps its place in config order, so it is compiled here); the event loop gets a turn
+ * whenever a slice has run `sliceMs`. The result and the errors are buildConfig's.
  */
 export async function buildConfigInSlices(
   docs: readonly CheckedDocument[],
   merge: boolean,
-  sliceMs = 4,
+  sliceMs = 1,
 ): Promise<RateLimitConfig> {
   const roots = new Map<string, MatchLevel>();
+  const features = new Set<ConfigFeature>();
+  const pending = new PendingEntries();
   let sliceStart = performance.now();
-  for (const { name, domain, descriptors } of docs) {
-    let root = roots.get(domain);
-    if (root !== undefined && !merge) {
-      throw new ConfigError(name, 'domain', `duplicate domain '${domain}' in config file`);
-    }
-    if (root === undefined) {
-      root = newLevel();
-      roots.set(domain, root);
-    }
-    for (let i = 0; i < descriptors.length; i++) {
-      const entry = JSON.parse(descriptors[i]!) as DescriptorDoc;
-      loadLevel(name, root, `${domain}.`, [entry], 'descriptors', i);
-      if (performance.now() - sliceStart > sliceMs) {
-        await new Promise<void>((resolve) => setImmediate(resolve));
-        sliceStart = performance.now();
+  let work = 0;
+  for (const doc of docs) {
+    const { name, domain, keys } = doc;
+    const root = rootOf(roots, name, domain, merge);
+    for (const f of doc.features) features.add(f);
+    const base = pending.add(doc);
+    for (let i = 0; i < keys.length; i++) {
+      const key = keys[i]!;
+      if (key.includes('*')) {
+        loadLevel(name, root, `${domain}.`, [checkedEntry(doc, i)], 'descriptors', i);
+        work = SLICE_CHECK_EVERY;
+      } else {
+        if (root.byKey.has(key)) throw duplicateKey(name, `descriptors[${i}]`, `${domain}.${key}`);
+        root.byKey.set(key, base + i);
+        root.ordered.push(base + i);
+        work++;
+      }
+      if (work >= SLICE_CHECK_EVERY) {
+        work = 0;
+        if (performance.now() - sliceStart > sliceMs) {
+          await new Promise<void>((resolve) => setImmediate(resolve));
+          sliceStart = performance.now();
+        }
       }
     }
   }
-  return new CompiledRateLimitConfig(roots);
+  return new CompiledRateLimitConfig(roots, features, pending);
 }

@@ -5,7 +5,14 @@
 // every request.
 import fc from 'fast-check';
 import t from 'tap';
-import { compileConfig, type DescriptorEntry } from './index.js';
+import {
+  buildConfigInSlices,
+  checkDocument,
+  compileConfig,
+  toCheckedDocument,
+  type DescriptorEntry,
+  type RateLimitConfig,
+} from './index.js';
 
 interface Doc {
   key: string;
@@ -339,3 +346,37 @@ t.test('arbitrary strings in requests never throw', async (t) => {
   );
   t.pass('no throw');
 });
+
+t.test(
+  "random configs: built from checked documents (compiled on first lookup), every answer, dump and key path is the eager build's",
+  async (t) => {
+    const answers = (config: RateLimitConfig, requests: DescriptorEntry[][]) =>
+      JSON.stringify(requests.map((entries) => config.getLimit('dom', { entries }) ?? null));
+    await fc.assert(
+      fc.asyncProperty(
+        configArb,
+        fc.array(requestArb, { minLength: 1, maxLength: 8 }),
+        fc.nat(6),
+        async (doc, random, split) => {
+          const eager = compileConfig([{ name: 'gen', document: doc }]);
+          const list = checkDocument('gen', doc).document!.descriptors ?? [];
+          // Two documents of one domain, merged: the second's entries continue the first's.
+          const parts = [list.slice(0, split), list.slice(split)].map((descriptors, i) =>
+            toCheckedDocument(`gen${i}`, { domain: 'dom', descriptors }),
+          );
+          const lazy = await buildConfigInSlices(parts, true, 0);
+          if (lazy.dump(true) !== eager.dump(true)) return false;
+          if (JSON.stringify(lazy.ruleKeyPaths('dom')) !== JSON.stringify(eager.ruleKeyPaths('dom')))
+            return false;
+          const requests = [...random, ...derivedRequests(doc.descriptors)].reverse();
+          if (answers(lazy, requests) !== answers(eager, requests)) return false;
+          // Asked again, from the entries compiled by the first lookups.
+          if (answers(lazy, requests) !== answers(eager, requests)) return false;
+          return lazy.dump(true) === eager.dump(true);
+        },
+      ),
+      { numRuns: 200, seed: 11 },
+    );
+    t.pass('properties hold');
+  },
+);

@@ -2,12 +2,13 @@
 // rule's /rlconfig line(s), written from the rule when /rlconfig is asked for (not kept per rule: for a
 // 10k-descriptor config they were 20,000 arrays and 10,000 strings more for each reload to build and
 // for every major GC to mark).
-import type { LimitSpec, RateLimitRule, Unit } from './types.js';
+import type { ConfigFeature, LimitSpec, RateLimitRule, Unit } from './types.js';
 import { UNIT_SECONDS, parseUnit } from './units.js';
 import type { DescriptorDoc, LimitDoc } from './validate.js';
 
 export const NO_REPLACES: readonly string[] = Object.freeze([]);
 export const NO_LIMITS: readonly LimitSpec[] = Object.freeze([]);
+const NO_DOCS: readonly LimitDoc[] = Object.freeze([]);
 
 export function compileLimit(l: LimitDoc, name: string): LimitSpec {
   const unit = parseUnit(l.unit ?? '') ?? 'SECOND';
@@ -105,4 +106,22 @@ export function compileRule(entry: DescriptorDoc, statKey: string, path: string)
     limits: limit === undefined ? NO_LIMITS : Object.freeze([limit]),
     scripted: limit !== undefined && limit.algorithm !== 'fixed_window',
   });
+}
+
+/**
+ * Adds the features the entries' rules use (RateLimitConfig.features), walking nested entries: more than
+ * one limit per rule, and the algorithms beyond the fixed window. The same rules as compileRule's.
+ */
+export function addFeatures(entries: readonly DescriptorDoc[], out: Set<ConfigFeature>): void {
+  for (const e of entries) {
+    const list = e.rate_limits;
+    if (list !== undefined && list.length > 1) out.add('rate_limits');
+    const rl = e.rate_limit;
+    const limits = list ?? (rl !== undefined && rl.unlimited !== true ? [rl] : NO_DOCS);
+    for (const l of limits) {
+      if (l.algorithm === 'sliding_window') out.add('sliding_window');
+      else if (l.algorithm === 'token_bucket') out.add('token_bucket');
+    }
+    if (e.descriptors !== undefined) addFeatures(e.descriptors, out);
+  }
 }

@@ -6,9 +6,10 @@ import t from 'tap';
 import { fileURLToPath } from 'node:url';
 import { moduleUrlLiteral, probeInWorker } from '../../harness/module-probe.js';
 import { encodeRateLimitConfig } from '../../proto/index.js';
+import { checkedEntry, type CheckedDocument } from '../config/index.js';
 
 interface Probe {
-  documents: { name: string; domain: string; descriptors: string[] }[];
+  documents: CheckedDocument[];
   afterFile: string[];
   afterXds: string[];
 }
@@ -37,13 +38,17 @@ t.test('the parse worker decodes an xDS push without loading gRPC code', async (
     descriptors: [{ key: 'k', rateLimit: { unit: 'SECOND', requestsPerUnit: 3 } }],
   });
   const probe = await probeWorker(message);
-  t.same(probe.documents, [
-    {
-      name: 'r1',
-      domain: 'edge',
-      descriptors: ['{"key":"k","rate_limit":{"requests_per_unit":3,"unit":"second"}}'],
-    },
-  ]);
+  t.same(
+    probe.documents.map((d) => ({ name: d.name, domain: d.domain, keys: d.keys, first: checkedEntry(d, 0) })),
+    [
+      {
+        name: 'r1',
+        domain: 'edge',
+        keys: ['k'],
+        first: { key: 'k', rate_limit: { requests_per_unit: 3, unit: 'second' } },
+      },
+    ],
+  );
   for (const pkg of ['@grpc/grpc-js', '@grpc/proto-loader']) {
     t.same(probe.afterXds.filter(inPackage(pkg)), [], `no ${pkg} module after the push`);
   }

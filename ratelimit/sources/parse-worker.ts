@@ -1,19 +1,21 @@
 // Worker thread entry: parses and validates config off the main thread, YAML texts from files and
 // encoded RateLimitConfig messages from xDS pushes (reading and validating a 10k-rule config takes
 // hundreds of ms of CPU, which on the main thread would stall every decision). Replies with the
-// validated documents, each top-level descriptor as its own JSON text so that the main thread can
-// decode and compile them in time slices, or with the first error's parts.
+// validated documents in the form the main thread compiles from (config/checked.ts: the top-level
+// descriptors' keys, and their JSON texts in one transferred buffer), or with the first error's parts.
 import { setPriority } from 'node:os';
 import { parentPort } from 'node:worker_threads';
 import {
   ConfigError,
   checkDocument,
+  checkedBuffers,
   type CheckedDocument,
   type ConfigSource,
   type ParsedConfigSource,
   DEFAULT_YAML_LIMITS,
   parseYamlSource,
   rateLimitConfigToDocument,
+  toCheckedDocument,
   type YamlLimits,
 } from '../config/index.js';
 import { decodeRateLimitConfig } from '../../proto/ratelimit-config.js';
@@ -45,11 +47,7 @@ export function parseAndCheck(
 function check(src: ParsedConfigSource): CheckedDocument {
   const { errors, document } = checkDocument(src.name, src.document);
   if (document === undefined) throw errors[0] ?? new ConfigError(src.name, '', 'invalid document');
-  return {
-    name: src.name,
-    domain: document.domain,
-    descriptors: (document.descriptors ?? []).map((d) => JSON.stringify(d)),
-  };
+  return toCheckedDocument(src.name, document);
 }
 
 // The RateLimitConfig codec comes from proto/'s light entry, which loads no gRPC code; protobufjs and
@@ -100,5 +98,9 @@ async function reply(req: ParseRequest): Promise<ParseReply> {
 // Requests are answered in order, each chained behind the one before.
 let queue: Promise<void> = Promise.resolve();
 parentPort?.on('message', (req: ParseRequest) => {
-  queue = queue.then(async () => parentPort!.postMessage(await reply(req)));
+  queue = queue.then(async () => {
+    const r = await reply(req);
+    // The documents' buffers move to the main thread instead of being copied.
+    parentPort!.postMessage(r, 'documents' in r ? checkedBuffers(r.documents) : []);
+  });
 });
