@@ -8,6 +8,7 @@
 //   measureXdsReload({ outDir }) from the harness, or:
 //   node --import tsx bench/phases/xds-reload-process.ts [rounds] [--service-bin=<bin/ratelimit.js of another build>]
 //     [--node-flags="--max-semi-space-size=4 --single-threaded-gc"] (node / V8 flags of the service)
+//     [--cpus=0,1] (the service's cores, default 1: with two, its parse worker has a core of its own)
 import { mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
@@ -160,7 +161,8 @@ if (process.argv[1] && import.meta.url.endsWith(process.argv[1].split('/').pop()
   const outDir = join(REPO_ROOT, 'bench-results', `xds-reload-${Date.now()}`);
   const flags = process.argv.find((a) => a.startsWith('--node-flags='))?.slice('--node-flags='.length);
   const nodeFlags = flags?.split(' ').filter((f) => f !== '');
-  const result = await measureXdsReload({ outDir, rounds, serviceBin, nodeFlags });
+  const cpus = process.argv.find((a) => a.startsWith('--cpus='))?.slice('--cpus='.length);
+  const result = await measureXdsReload({ outDir, rounds, serviceBin, nodeFlags, cpus });
   const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
   const col = (k: keyof XdsReloadRound) => {
     const xs = result.rounds.map((x) => x[k]);

@@ -53,12 +53,15 @@ interface WildcardPattern {
   readonly suffix: string;
   /** prefix + inner + suffix lengths: shorter strings cannot match. */
   readonly minLength: number;
-  readonly node: MatchNode;
+  /** The entry's composite key. */
+  readonly finalKey: string;
+  /** Its node, once compiled (a top-level entry is compiled on the first lookup that reaches it). */
+  node: MatchNode | Pending;
 }
 
 /**
  * A top-level entry not compiled yet: its index in the config's PendingEntries. Only a domain's top
- * level holds them, and never for an entry that may be a wildcard (those compile up front, in order).
+ * level holds them.
  */
 type Pending = number;
 
@@ -83,7 +86,8 @@ function newLevel(): MatchLevel {
 function compileWildcard(
   key: string,
   value: string | undefined,
-  node: MatchNode,
+  finalKey: string,
+  node: MatchNode | Pending,
 ): WildcardPattern | undefined {
   let prefix: string;
   let inner: string[];
@@ -93,8 +97,8 @@ function compileWildcard(
     prefix = key + '_' + parts[0]!;
     suffix = parts[parts.length - 1]!;
     inner = parts.slice(1, -1).filter((p) => p !== '');
-  } else if (node.finalKey.endsWith('*')) {
-    prefix = node.finalKey.slice(0, -1);
+  } else if (finalKey.endsWith('*')) {
+    prefix = finalKey.slice(0, -1);
     suffix = '';
     inner = [];
   } else {
@@ -102,7 +106,7 @@ function compileWildcard(
   }
   let minLength = prefix.length + suffix.length;
   for (const p of inner) minLength += p.length;
-  return { prefix, inner: Object.freeze(inner), suffix, minLength, node };
+  return { prefix, inner: Object.freeze(inner), suffix, minLength, finalKey, node };
 }
 
 /** Leftmost-first glob match of `s` against a pattern of literals and '*' (linear, no backtracking needed). */
@@ -141,7 +145,7 @@ function loadLevel(
     const node = compileNode(source, entry, parentKey, `${field}[${i}]`, parentName);
     level.byKey.set(finalKey, node);
     level.ordered.push(node);
-    const wildcard = compileWildcard(entry.key, entry.value, node);
+    const wildcard = compileWildcard(entry.key, entry.value, finalKey, node);
     if (wildcard !== undefined) level.wildcards.push(wildcard);
   });
 }
@@ -295,8 +299,13 @@ export class CompiledRateLimitConfig implements RateLimitConfig {
     return typeof current === 'number' || current === undefined ? this.pending!.compile(item) : current;
   };
 
-  /** Compiles a pending top-level entry on its first lookup and keeps it in its level. */
+  /**
+   * Compiles a pending top-level entry on its first lookup and keeps it in its level's map, where a
+   * lookup by key and its wildcard pattern both find it.
+   */
   private compilePending(level: MatchLevel, finalKey: string, p: Pending): MatchNode {
+    const current = level.byKey.get(finalKey);
+    if (current !== undefined && typeof current !== 'number') return current;
     const node = this.pending!.compile(p);
     level.byKey.set(finalKey, node);
     return node;
@@ -327,9 +336,13 @@ export class CompiledRateLimitConfig implements RateLimitConfig {
       if (node === undefined) {
         const wildcards = level.wildcards;
         for (let j = 0; j < wildcards.length; j++) {
-          if (wildcardMatches(lookup, wildcards[j]!)) {
-            node = wildcards[j]!.node;
-            wildcardKey = node.finalKey;
+          const w = wildcards[j]!;
+          if (wildcardMatches(lookup, w)) {
+            let matched = w.node;
+            if (typeof matched === 'number')
+              matched = w.node = this.compilePending(level, w.finalKey, matched);
+            node = matched;
+            wildcardKey = w.finalKey;
             break;
           }
         }
@@ -485,14 +498,14 @@ function rootOf(roots: Map<string, MatchLevel>, source: string, domain: string, 
   return root;
 }
 
-/** Entries indexed between two looks at the clock in buildConfigInSlices (one compiled counts as all). */
+/** Entries indexed between two looks at the clock in buildConfigInSlices (a wildcard's counts 16). */
 const SLICE_CHECK_EVERY = 256;
 
 /**
  * buildConfig from checked documents (as the parse worker sends them), in time slices: each top-level
- * entry is indexed by its composite key and compiled on its first lookup, except one whose key holds a
- * `*` (a wildcard keeps its place in config order, so it is compiled here); the event loop gets a turn
- * whenever a slice has run `sliceMs`. The result and the errors are buildConfig's.
+ * entry is indexed by its composite key (a wildcard also by its pattern, in config order) and compiled
+ * on its first lookup; the event loop gets a turn whenever a slice has run `sliceMs`. The result and
+ * the errors are buildConfig's.
  */
 export async function buildConfigInSlices(
   docs: readonly CheckedDocument[],
@@ -511,14 +524,15 @@ export async function buildConfigInSlices(
     const base = pending.add(doc);
     for (let i = 0; i < keys.length; i++) {
       const key = keys[i]!;
+      if (root.byKey.has(key)) throw duplicateKey(name, `descriptors[${i}]`, `${domain}.${key}`);
+      root.byKey.set(key, base + i);
+      root.ordered.push(base + i);
+      work++;
       if (key.includes('*')) {
-        loadLevel(name, root, `${domain}.`, [checkedEntry(doc, i)], 'descriptors', i);
-        work = SLICE_CHECK_EVERY;
-      } else {
-        if (root.byKey.has(key)) throw duplicateKey(name, `descriptors[${i}]`, `${domain}.${key}`);
-        root.byKey.set(key, base + i);
-        root.ordered.push(base + i);
-        work++;
+        const entry = checkedEntry(doc, i);
+        const wildcard = compileWildcard(entry.key, entry.value, key, base + i);
+        if (wildcard !== undefined) root.wildcards.push(wildcard);
+        work += 16;
       }
       if (work >= SLICE_CHECK_EVERY) {
         work = 0;
