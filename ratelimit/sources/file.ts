@@ -186,7 +186,7 @@ export class FileConfigProvider {
         }),
       );
       // Parsing and validation (the expensive part of a large reload) run on a worker thread; the
-      // compile runs here in time slices, so decisions keep flowing during a reload.
+      // index of the validated documents is built here in time slices, so decisions keep flowing.
       const changed = sources.filter((src) => this.checked.get(src.name)?.yaml !== src.yaml);
       this.opts.logger?.debug(
         `parsing ${changed.length} of ${sources.length} files (the others are unchanged)`,

@@ -1,5 +1,5 @@
 // Parses and validates config on a worker thread (YAML files, and the encoded RateLimitConfig messages
-// of an xDS push), so a large reload does not stall the decision path; the main thread only compiles
+// of an xDS push), so a large reload does not stall the decision path; the main thread only indexes
 // the validated documents, in time slices (buildConfigInSlices). The worker is started on first use
 // and reused; if it cannot start, parsing falls back to the main thread. A parse past its deadline
 // ends the worker (a synchronous parse cannot be interrupted otherwise) and is reported as rejected.

@@ -2,8 +2,8 @@
 // A config that fails validation is NACKed with the validator's message and the previous one keeps
 // serving; while disconnected the last good config keeps serving.
 // A push takes the files' path: decoded and validated on the config worker thread (ConfigParsePool), then
-// compiled here in time slices, so a 10k-descriptor push does not stall the decisions; the previous
-// config serves until the new one is compiled.
+// indexed here in time slices (each descriptor compiles on its first lookup), so a 10k-descriptor push
+// does not stall the decisions; the previous config serves until the new one is built.
 import { NODE_FEATURES_METADATA_KEY } from '../../proto/index.js';
 import { buildConfigInSlices } from '../config/index.js';
 import { ConfigParsePool } from './parse-pool.js';
