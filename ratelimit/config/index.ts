@@ -5,7 +5,7 @@ export { ConfigError } from './errors.js';
 export { loadConfig, compileConfig } from './load.js';
 export { parseYamlSource, parseYamlSourceFully, checkYamlDocument, checkYamlText } from './yaml/read.js';
 export { UNITS, UNIT_NUMBER, UNIT_SECONDS, parseUnit, unitFromNumber } from './units.js';
-export { buildConfigInSlices } from './matcher.js';
+export { buildConfigInSlices } from './build.js';
 export { checkedBuffers, checkedEntry, toCheckedDocument, type CheckedDocument } from './checked.js';
 export { checkDocument } from './validate.js';
 export {

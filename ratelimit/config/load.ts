@@ -1,5 +1,5 @@
 import { ConfigError } from './errors.js';
-import { buildConfig } from './matcher.js';
+import { buildConfig } from './build.js';
 import type { ConfigSource, LoadOptions, ParsedConfigSource, RateLimitConfig } from './types.js';
 import { checkDocument, type ConfigDoc } from './validate.js';
 import { parseYamlSource } from './yaml/read.js';
