@@ -63,6 +63,37 @@ t.test('a store failure rejects every request of the batch, once', async (t) => 
   t.match((r[0] as PromiseRejectedResult).reason, CacheError);
 });
 
+t.test(
+  'a store that throws instead of rejecting fails its batch, and the next call is not held',
+  async (t) => {
+    const mem = new MemoryCounterStore();
+    t.teardown(() => mem.close());
+    let calls = 0;
+    const throwing: CounterStore = {
+      increment: (ops) => {
+        if (++calls === 1) throw new CacheError('thrown');
+        return mem.increment(ops);
+      },
+      get: () => Promise.resolve([]),
+      isHealthy: () => true,
+      close: async () => {},
+    };
+    const c = new CoalescingCounterStore(throwing);
+    const r = await Promise.allSettled([c.increment([op('a')]), c.increment([op('a')])]);
+    t.same(
+      r.map((x) => x.status),
+      ['rejected', 'rejected'],
+      'both callers of the batch get the error',
+    );
+    t.match((r[0] as PromiseRejectedResult).reason, { message: 'thrown' });
+    // Nothing in flight any more: a lone call goes at the end of its callback, before the turn's end.
+    const seen = new Promise<number>((resolve) => setImmediate(() => resolve(calls)));
+    const next = c.increment([op('a')]);
+    t.equal(await seen, 2, 'the next call went out before the rest of the turn');
+    t.same(await next, [1]);
+  },
+);
+
 t.test('the longest expiry of merged ops is kept', async (t) => {
   const mem = new MemoryCounterStore();
   t.teardown(() => mem.close());

@@ -169,7 +169,7 @@ export class CoalescingCounterStore implements CounterStore {
         this.counters.flushes += groups.size - 1;
         for (const idx of groups.values()) {
           this.inFlight++;
-          inner.incrementEach(idx.map((j) => ops[j])).then(
+          settled(() => inner.incrementEach!(idx.map((j) => ops[j]))).then(
             (results) => {
               this.inFlight--;
               for (let k = 0; k < idx.length; k++) settle(idx[k], results[k], results[k] instanceof Error);
@@ -186,7 +186,7 @@ export class CoalescingCounterStore implements CounterStore {
     this.inFlight++;
     if (inner.incrementEach) {
       // Per-key settlement: a key whose shard failed fails only its own callers.
-      inner.incrementEach(ops).then((results) => {
+      settled(() => inner.incrementEach!(ops)).then((results) => {
         this.inFlight--;
         for (let j = 0; j < batches.length; j++) {
           const r = results[j];
@@ -194,7 +194,7 @@ export class CoalescingCounterStore implements CounterStore {
         }
       }, failAll);
     } else {
-      this.inner.increment(ops).then((counts) => {
+      settled(() => inner.increment(ops)).then((counts) => {
         this.inFlight--;
         for (let j = 0; j < batches.length; j++) settle(j, counts[j], false);
       }, failAll);
@@ -215,5 +215,18 @@ export class CoalescingCounterStore implements CounterStore {
 
   close(): Promise<void> {
     return this.inner.close();
+  }
+}
+
+/**
+ * A store call's promise, also when the store throws instead of rejecting: the batch's callers then get
+ * the error, and the call is no longer counted in flight, instead of the flush throwing out of its
+ * callback with every caller of the batch left waiting.
+ */
+function settled<T>(call: () => Promise<T>): Promise<T> {
+  try {
+    return call();
+  } catch (err) {
+    return Promise.reject(err);
   }
 }
