@@ -4,7 +4,7 @@
 // turn. Checks are never merged: admission is all or nothing per check, and each keeps its own verdict.
 // When the store settles each check on its own (evaluateEach), a check Redis refuses fails only the request
 // it belongs to; otherwise a failed store call fails every request with a check in it, whole.
-import type { CounterStore, LimitCheck, LimitVerdict } from './store.js';
+import { storeCall, type CounterStore, type LimitCheck, type LimitVerdict } from './store.js';
 
 interface Request {
   readonly checks: readonly LimitCheck[];
@@ -102,13 +102,7 @@ export class CheckBatcher {
 
   /** One store call for the group; each check's own error fails only its request. */
   private sendEach(inner: CounterStore, g: Group): void {
-    let sent: Promise<(LimitVerdict | Error)[]>;
-    try {
-      sent = inner.evaluateEach!(g.checks);
-    } catch (err) {
-      sent = Promise.reject(err);
-    }
-    sent.then(
+    storeCall(() => inner.evaluateEach!(g.checks)).then(
       (results) => {
         for (let k = 0; k < g.checks.length; k++) {
           const r = g.owners[k]!;
@@ -137,10 +131,6 @@ export class CheckBatcher {
   }
 
   private send(checks: readonly LimitCheck[]): Promise<LimitVerdict[]> {
-    try {
-      return this.inner.evaluate!(checks);
-    } catch (err) {
-      return Promise.reject(err);
-    }
+    return storeCall(() => this.inner.evaluate!(checks));
   }
 }

@@ -21,6 +21,7 @@ import {
   type LimitCheck,
   type LimitVerdict,
   isShardFailure,
+  storeCall,
 } from './store.js';
 
 export type CircuitState = 'closed' | 'open' | 'half_open';
@@ -314,13 +315,7 @@ export class CircuitBreakerStore implements CounterStore {
       if (first === undefined) first = circuit;
       else if (circuit !== first) (more ??= new Set([first])).add(circuit);
     }
-    let sent: Promise<LimitVerdict[]>;
-    try {
-      sent = inner.evaluate!(checks);
-    } catch (err) {
-      sent = Promise.reject(err);
-    }
-    return sent.then(
+    return storeCall(() => inner.evaluate!(checks)).then(
       (verdicts) => {
         if (more) for (const c of more) this.recordOne(c, true, undefined);
         else if (first) this.recordOne(first, true, undefined);

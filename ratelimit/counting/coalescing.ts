@@ -13,6 +13,7 @@
 import { CheckBatcher } from './check-batcher.js';
 import {
   MAX_OP_HITS,
+  storeCall,
   type CounterOp,
   type CounterStore,
   type LimitCheck,
@@ -169,7 +170,7 @@ export class CoalescingCounterStore implements CounterStore {
         this.counters.flushes += groups.size - 1;
         for (const idx of groups.values()) {
           this.inFlight++;
-          settled(() => inner.incrementEach!(idx.map((j) => ops[j]))).then(
+          storeCall(() => inner.incrementEach!(idx.map((j) => ops[j]))).then(
             (results) => {
               this.inFlight--;
               for (let k = 0; k < idx.length; k++) settle(idx[k], results[k], results[k] instanceof Error);
@@ -186,7 +187,7 @@ export class CoalescingCounterStore implements CounterStore {
     this.inFlight++;
     if (inner.incrementEach) {
       // Per-key settlement: a key whose shard failed fails only its own callers.
-      settled(() => inner.incrementEach!(ops)).then((results) => {
+      storeCall(() => inner.incrementEach!(ops)).then((results) => {
         this.inFlight--;
         for (let j = 0; j < batches.length; j++) {
           const r = results[j];
@@ -194,7 +195,7 @@ export class CoalescingCounterStore implements CounterStore {
         }
       }, failAll);
     } else {
-      settled(() => inner.increment(ops)).then((counts) => {
+      storeCall(() => inner.increment(ops)).then((counts) => {
         this.inFlight--;
         for (let j = 0; j < batches.length; j++) settle(j, counts[j], false);
       }, failAll);
@@ -215,18 +216,5 @@ export class CoalescingCounterStore implements CounterStore {
 
   close(): Promise<void> {
     return this.inner.close();
-  }
-}
-
-/**
- * A store call's promise, also when the store throws instead of rejecting: the batch's callers then get
- * the error, and the call is no longer counted in flight, instead of the flush throwing out of its
- * callback with every caller of the batch left waiting.
- */
-function settled<T>(call: () => Promise<T>): Promise<T> {
-  try {
-    return call();
-  } catch (err) {
-    return Promise.reject(err);
   }
 }

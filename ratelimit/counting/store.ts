@@ -121,3 +121,16 @@ export class CounterRefusedError extends CacheError {
 export function isShardFailure(err: unknown): boolean {
   return !(err instanceof CounterRefusedError);
 }
+
+/**
+ * A store call's promise, also when the store throws instead of rejecting: the layers and the limiter
+ * that call a store handle one failure path, and a throw never escapes the callback that made the call
+ * (where it would leave that call's callers waiting).
+ */
+export function storeCall<T>(call: () => Promise<T>): Promise<T> {
+  try {
+    return call();
+  } catch (err) {
+    return Promise.reject(err);
+  }
+}

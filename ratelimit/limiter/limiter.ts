@@ -18,6 +18,7 @@ import {
 } from './failure-mode.js';
 import {
   CacheError,
+  storeCall,
   type CounterOp,
   type CounterStore,
   type LimitCheck,
@@ -427,13 +428,9 @@ export class Limiter {
   private count(ops: readonly CounterOp[]): Promise<(number | Error)[]> {
     // Not async: the store's own promise is returned as is (one promise and two turns fewer per request).
     if (this.store.incrementEach) return this.store.incrementEach(ops);
-    let pending: Promise<number[]>;
-    try {
-      pending = this.store.increment(ops);
-    } catch (err) {
-      pending = Promise.reject(err);
-    }
-    return pending.then(undefined, (err: unknown) => ops.map(() => err as Error));
+    return storeCall(() => this.store.increment(ops)).then(undefined, (err: unknown) =>
+      ops.map(() => err as Error),
+    );
   }
 
   private anyModeError(matches: readonly (LimitMatch | undefined)[]): boolean {
