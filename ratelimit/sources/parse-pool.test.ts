@@ -27,7 +27,6 @@ t.test(
       })),
       [{ name: 'a.yaml', domain: 'd', keys: ['k', 'j'], entries: [{ key: 'k' }, { key: 'j' }] }],
     );
-    t.equal(docs[0]!.json.buffer.byteLength, docs[0]!.offsets[2], 'one buffer holds the JSON texts');
     await t.rejects(p.parse([{ name: 'bad.yaml', yaml: 'domain: [unclosed\n' }]), ConfigError);
     await t.rejects(p.parse([{ name: 'bad.yaml', yaml: 'domain: [unclosed\n' }]), {
       message: /^bad\.yaml: error loading config file: yaml: /,
