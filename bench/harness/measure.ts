@@ -21,6 +21,8 @@ export interface Sample {
   ok: number;
   overLimit: number;
   latency: LoadResult['latency'];
+  /** Open loop: latency from each call's actual send (the driver's own lateness in starting calls left out). */
+  sentLatency?: LoadResult['latency'];
   /** CPU seconds of the service in the window. */
   serviceCpuSec: number;
   /** Share of one core the service used (1.0 = a full core). */
@@ -149,6 +151,7 @@ export async function measure(o: MeasureOptions): Promise<Sample> {
     ok: result.ok,
     overLimit: result.overLimit,
     latency: result.latency,
+    sentLatency: result.sentLatency,
     serviceCpuSec: svcCpu,
     serviceCores: svcCpu / windowSec,
     decisionsPerCoreSecond: svcCpu > 0 ? result.completed / svcCpu : 0,

@@ -1,7 +1,8 @@
 // The load generator: a separate process speaking HTTP/2 (h2raw.ts; neither grpc-js nor node:http2), sending
 // pre-encoded ShouldRateLimit frames. Closed loop (a fixed number of calls in flight, for saturation) or
 // open loop (a fixed arrival rate; latency counted from each call's intended start, so a stalled server is
-// not hidden by the generator waiting for it). Prints `MEASURE_START` / `MEASURE_END` lines around the
+// not hidden by the generator waiting for it, and also from when it was sent: `sentLatency` leaves out the
+// generator's own lateness in starting calls, its 1 ms timer). Prints `MEASURE_START` / `MEASURE_END` lines around the
 // measured window (after a warm-up) so the orchestrator can sample CPU and Redis counters, then one JSON line.
 // Its own pauses would count as the service's latency, so it keeps garbage collection out of the window
 // (drivers.ts starts it with a young generation larger than a window's garbage and `--expose-gc`; a full
@@ -51,6 +52,8 @@ export interface LoadResult {
   windowMs: number;
   callsPerSecond: number;
   latency: LatencySummary;
+  /** Open loop: latency from each call's actual send, without the generator's lateness in starting it. */
+  sentLatency?: LatencySummary;
   /** CPU the generator used in the window (user + system), ms. */
   cpuMs: number;
   /** The generator's own longest event-loop lateness in the window (ms): a stall of the driver, not the service. */
@@ -74,6 +77,8 @@ async function main(): Promise<void> {
   }
 
   const hist = new Histogram();
+  /** Open loop: latency from when each call was actually sent, leaving out this driver's lateness. */
+  const sentHist = new Histogram();
   let measuring = false;
   let stopped = false;
   let seq = 0;
@@ -87,10 +92,12 @@ async function main(): Promise<void> {
   let onIdle: (() => void) | undefined;
   let onDone: (() => void) | undefined;
 
-  const finish = (startMs: number, good: boolean, code: number) => {
+  const finish = (startMs: number, sentMs: number, good: boolean, code: number) => {
     inFlight--;
     if (measuring) {
-      hist.record((performance.now() - startMs) * 1000);
+      const now = performance.now();
+      hist.record((now - startMs) * 1000);
+      sentHist.record((now - sentMs) * 1000);
       completed++;
       if (good) {
         if (code === 1) ok++;
@@ -113,8 +120,9 @@ async function main(): Promise<void> {
       next = next + 1 === sessions.length ? 0 : next + 1;
     }
     inFlight++;
+    const sentMs = performance.now();
     s.call(frames.frame(seq++), (good, code) => {
-      finish(startMs, good, code);
+      finish(startMs, sentMs, good, code);
       if (then && !stopped) then();
     });
   };
@@ -190,6 +198,7 @@ async function main(): Promise<void> {
     windowMs: Math.round(windowMs),
     callsPerSecond: Math.round((completed * 1000) / windowMs),
     latency: hist.summary(),
+    ...(spec.mode === 'open' ? { sentLatency: sentHist.summary() } : {}),
     cpuMs: Math.round((cpu.user + cpu.system) / 1000),
     // The same measure as our service's probe and the idle probes (loop-probe-preload.mjs), so tails.ts
     // compares like with like: the longest interval of a 1 ms timer, its period included.

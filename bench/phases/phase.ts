@@ -12,6 +12,7 @@ import type { BenchOptions } from '../options.js';
 import type { Figure } from '../report/table.js';
 import type { BenchResults } from '../report/results.js';
 import type { BenchRedis, BenchService, RuntimeDir, ServiceKind } from '../harness/services.js';
+import type { WorkloadName } from '../load/workloads.js';
 
 /** Services under test on core 0, one under load at a time; Redis, load generators and harness on core 1. */
 export const SERVICE_CPUS = '0';
@@ -82,6 +83,38 @@ export async function measureVariant(
     shape: v.shape.label,
     spec: { connections: v.shape.connections, ...spec },
   });
+}
+
+/**
+ * The unrecorded warm-up pass before a phase's first round: each service under closed-loop load for
+ * `warmupPassMs` per workload (the first shape, our driver). Our service's code is compiled by V8 as it
+ * runs: a service that has served only a few calls answers its first ~10k calls at 1k/s with a p99 about
+ * 0.5 ms higher while the compiler catches up (docs/performance.md); the reference has no such warm-up.
+ */
+export async function warmUpPass(ctx: PhaseContext, workloads: readonly WorkloadName[]): Promise<void> {
+  const { o, kinds, svcs, redis } = ctx;
+  const [shape0] = o.shapes;
+  for (const w of workloads) {
+    for (const k of kinds) {
+      await measure({
+        service: svcs[k]!,
+        redis,
+        round: -1,
+        loadgenCpus: AUX_CPUS,
+        spec: {
+          connections: shape0.connections,
+          inFlight: shape0.inFlight,
+          warmupMs: 0,
+          durationMs: o.warmupPassMs,
+          workload: w,
+          seed: 1,
+          keyBase: ctx.nextKeyBase(),
+          mode: 'closed',
+        },
+      });
+    }
+  }
+  ctx.log('warm-up pass done');
 }
 
 const execFileP = promisify(execFile);

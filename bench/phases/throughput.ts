@@ -2,7 +2,7 @@
 // per service and workload (JIT warm-up); rounds interleaved (per round: shape, driver, service). Its
 // figures, per shape and driver: decisions per core-second, calls/s, p99 at saturation, Redis commands
 // and Redis / service CPU per decision.
-import { measure, type Sample } from '../harness/measure.js';
+import type { Sample } from '../harness/measure.js';
 import type { BenchOptions } from '../options.js';
 import type { Figure, TargetRule } from '../report/table.js';
 import type { BenchResults } from '../report/results.js';
@@ -15,7 +15,7 @@ import {
   variantsOf,
 } from '../report/figures.js';
 import { WORKLOAD_TITLES, type WorkloadName } from '../load/workloads.js';
-import { AUX_CPUS, measureVariant, type Phase, type PhaseContext } from './phase.js';
+import { measureVariant, warmUpPass, type Phase, type PhaseContext } from './phase.js';
 
 /** Closed-loop samples of workload `w` and service `k` (of one shape and driver when given). */
 export const closedSamples = (
@@ -42,29 +42,8 @@ const THROUGHPUT_TARGET: Partial<Record<WorkloadName, number>> = {
 };
 
 async function run(ctx: PhaseContext): Promise<void> {
-  const { o, kinds, svcs, redis } = ctx;
-  const [shape0] = o.shapes;
-  for (const w of o.workloads) {
-    for (const k of kinds) {
-      await measure({
-        service: svcs[k]!,
-        redis,
-        round: -1,
-        loadgenCpus: AUX_CPUS,
-        spec: {
-          connections: shape0.connections,
-          inFlight: shape0.inFlight,
-          warmupMs: 0,
-          durationMs: o.warmupPassMs,
-          workload: w,
-          seed: 1,
-          keyBase: ctx.nextKeyBase(),
-          mode: 'closed',
-        },
-      });
-    }
-  }
-  ctx.log('warm-up pass done');
+  const { o } = ctx;
+  await warmUpPass(ctx, o.workloads);
   for (const w of o.workloads) {
     await ctx.eachVariant(async (svc, round, v) => {
       const s = await measureVariant(ctx, svc, round, v, {

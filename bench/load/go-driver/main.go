@@ -5,7 +5,8 @@
 // <uint32 big-endian length><RateLimitRequest> records); prints MEASURE_START / MEASURE_END around the
 // measured window and then one JSON line with the result. Closed loop: `connections` x `inFlight` calls
 // in flight, each caller bound to one connection. Open loop: a fixed arrival rate, latency counted from
-// each call's intended start. Built on demand into the tools cache by bench/harness/drivers.ts.
+// each call's intended start, and ("sentLatency") from when the call was actually sent: the first includes
+// this driver's own lateness in starting calls (its 1 ms sleep loop), the second leaves it out. Built on demand into the tools cache by bench/harness/drivers.ts.
 package main
 
 import (
@@ -22,8 +23,8 @@ import (
 	"syscall"
 	"time"
 
-	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	commonrl "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
@@ -205,6 +206,7 @@ func main() {
 	var (
 		mu         sync.Mutex
 		hist       histogram
+		sentHist   histogram
 		completed  int64
 		errs       int64
 		ok         int64
@@ -222,13 +224,15 @@ func main() {
 	ctx := context.Background()
 
 	call := func(c rlsv3.RateLimitServiceClient, start time.Time) {
+		sent := time.Now()
 		resp, err := c.ShouldRateLimit(ctx, reqs.get(seq.Add(1)-1))
 		if !measuring.Load() {
 			return
 		}
-		us := float64(time.Since(start).Nanoseconds()) / 1000
+		end := time.Now()
 		mu.Lock()
-		hist.record(us)
+		hist.record(float64(end.Sub(start).Nanoseconds()) / 1000)
+		sentHist.record(float64(end.Sub(sent).Nanoseconds()) / 1000)
 		completed++
 		if err != nil {
 			errs++
@@ -330,7 +334,10 @@ func main() {
 		"spec": spec, "completed": completed, "errors": errs, "ok": ok, "overLimit": over,
 		"backlogMax": backlogMax, "windowMs": math.Round(windowMs),
 		"callsPerSecond": math.Round(float64(completed) * 1000 / windowMs),
-		"latency": hist.summary(), "cpuMs": math.Round(cpu),
+		"latency":        hist.summary(), "cpuMs": math.Round(cpu),
+	}
+	if spec.Mode == "open" {
+		out["sentLatency"] = sentHist.summary()
 	}
 	if firstError != "" {
 		out["firstError"] = firstError
