@@ -1,10 +1,12 @@
 // The scripted checks (other algorithms, several limits) of one event-loop turn, sent to the store
 // together: one store call per shard per turn instead of one per request, as the coalescing store does for
-// fixed-window increments, so the layers under it (circuit breaker, deadline, connection) cost once per
+// fixed-window increments and with the same timing (turn.ts: a lone check leaves at the end of its
+// callback, the checks of a turn with a store call in flight at the turn's end), so the layers under it (circuit breaker, deadline, connection) cost once per
 // turn. Checks are never merged: admission is all or nothing per check, and each keeps its own verdict.
 // When the store settles each check on its own (evaluateEach), a check Redis refuses fails only the request
 // it belongs to; otherwise a failed store call fails every request with a check in it, whole.
 import { storeCall, type CounterStore, type LimitCheck, type LimitVerdict } from './store.js';
+import { scheduleTurnFlush } from './turn.js';
 
 interface Request {
   readonly checks: readonly LimitCheck[];
@@ -24,6 +26,11 @@ interface Group {
 
 export class CheckBatcher {
   private queue: Request[] = [];
+  /** Store calls sent and not yet settled. */
+  private inFlight = 0;
+  private readonly settledOne = (): void => {
+    this.inFlight--;
+  };
   /** What shardOf is asked about for a check (its first key and routing); reused, never stored. */
   private readonly probe = { key: '', hits: 0, expireSeconds: 0, perSecond: false };
 
@@ -40,7 +47,7 @@ export class CheckBatcher {
         resolve,
         reject,
       };
-      if (this.queue.push(r) === 1) setImmediate(this.flush);
+      if (this.queue.push(r) === 1) scheduleTurnFlush(this.flush, this.inFlight);
     });
   }
 
@@ -102,7 +109,10 @@ export class CheckBatcher {
 
   /** One store call for the group; each check's own error fails only its request. */
   private sendEach(inner: CounterStore, g: Group): void {
-    storeCall(() => inner.evaluateEach!(g.checks)).then(
+    this.inFlight++;
+    const call = storeCall(() => inner.evaluateEach!(g.checks));
+    call.then(this.settledOne, this.settledOne);
+    call.then(
       (results) => {
         for (let k = 0; k < g.checks.length; k++) {
           const r = g.owners[k]!;
@@ -131,6 +141,9 @@ export class CheckBatcher {
   }
 
   private send(checks: readonly LimitCheck[]): Promise<LimitVerdict[]> {
-    return storeCall(() => this.inner.evaluate!(checks));
+    this.inFlight++;
+    const call = storeCall(() => this.inner.evaluate!(checks));
+    call.then(this.settledOne, this.settledOne);
+    return call;
   }
 }

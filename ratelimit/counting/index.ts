@@ -3,6 +3,7 @@
 // batcher) and write-behind. The order they are stacked in is written once, in counter-stack.ts.
 export * from './store.js';
 export * from './key-bytes.js';
+export * from './turn.js';
 export * from './check-batcher.js';
 export * from './coalescing.js';
 export * from './write-behind.js';

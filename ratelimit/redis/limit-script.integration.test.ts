@@ -370,20 +370,10 @@ t.test('script calls of one event-loop turn reach Redis in one write, each decid
     proto.write = write;
     proto._writev = writev;
   });
-  // 12 calls, each in its own tick as HTTP/2 hands the service one stream per process.nextTick.
+  // 12 calls from one callback, as the gRPC listener hands the service the calls of one socket read.
   const calls: Promise<{ code: string }[]>[] = [];
-  await new Promise<void>((done) => {
-    const step = () => {
-      calls.push(limiter.doLimit('d', [tb], [1]));
-      if (calls.length < 12) process.nextTick(step);
-      else done();
-    };
-    process.nextTick(step);
-  });
+  for (let i = 0; i < 12; i++) calls.push(limiter.doLimit('d', [tb], [1]));
   const codes = (await Promise.all(calls)).map((s) => s[0]!.code);
-  const used = writes;
-  proto.write = write;
-  proto._writev = writev;
   // burst 4: the calls are decided one after the other, in order, as if sent alone.
   t.same(
     codes,
@@ -391,7 +381,32 @@ t.test('script calls of one event-loop turn reach Redis in one write, each decid
     'each call decided alone',
   );
   t.same(storeCalls, [12], 'the 12 checks of the turn reach the store in one call');
-  t.equal(used, 1, 'and leave for Redis in one socket write');
+  t.equal(writes, 1, 'and leave for Redis in one socket write');
+
+  // A lone call leaves at the end of its callback, not of the event-loop turn: it is written before
+  // the turn's setImmediate callbacks run. Calls that come in later ticks while it is in flight wait
+  // for the turn's end and leave together.
+  now += 60_000;
+  storeCalls.length = 0;
+  writes = 0;
+  let atTurnEnd: [number[], number] | undefined;
+  setImmediate(() => (atTurnEnd = [[...storeCalls], writes]));
+  const lone = limiter.doLimit('d', [tb], [1]);
+  const later: Promise<{ code: string }[]>[] = [];
+  await new Promise<void>((done) => {
+    const step = () => {
+      later.push(limiter.doLimit('d', [tb], [1]));
+      if (later.length < 3) process.nextTick(step);
+      else done();
+    };
+    process.nextTick(step);
+  });
+  await Promise.all([lone, ...later]);
+  proto.write = write;
+  proto._writev = writev;
+  t.same(atTurnEnd, [[1], 1], 'the lone call reached the store and Redis before the turn ended');
+  t.same(storeCalls, [1, 3], 'the three calls that came while it was in flight went in one store call');
+  t.equal(writes, 2, 'and in one socket write');
 });
 
 t.test('REDIS_PERSECOND: a descriptor whose limits are all per second is counted there', async (t) => {
