@@ -1,4 +1,4 @@
-// Tail attribution for the latency phase (issue 17: find the causes of tail spikes). While the open-loop
+// Tail attribution for the latency phase: the likely cause of each tail spike. While the open-loop
 // rounds run, an idle Node process on each core (the services' core and the aux core with Redis and the
 // load generator) records its own timer lateness per 100 ms, and /proc/stat gives each core's steal time
 // (services.ts `stealMsPerCpu`, read by measure.ts).

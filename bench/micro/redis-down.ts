@@ -1,4 +1,4 @@
-// Figures for "Redis down" (issue 14), on a real redis-server: `npx tsx bench/micro/redis-down.ts [runs]`.
+// Figures for "Redis down", on a real redis-server: `npx tsx bench/micro/redis-down.ts [runs]`.
 //  1. time from SIGSTOP to the circuit opening, under a fixed load (in-process decisions at RATE/s);
 //  2. service time per decision while the circuit is open (p50/p99/max, measured around
 //     RateLimitService.shouldRateLimit, so without gRPC or the load generator), in `local` mode;

@@ -3,7 +3,7 @@
 // config in four variants that differ only in how they count — fixed_window, sliding_window,
 // token_bucket, and a `rate_limits:` list of two limits (token bucket per second + fixed day) — each in
 // its own domain of one service, measured in interleaved rounds. Reports per variant: decisions per
-// core-second, its ratio to our fixed window in the same round (issue 13: ≥ 0.9x), Redis commands sent
+// core-second, its ratio to our fixed window in the same round (target ≥ 0.9x), Redis commands sent
 // per descriptor (EVALSHA/EVAL, or INCRBY + EXPIRE), commands Redis executed (with those run inside the
 // script) and Redis CPU per decision.
 import { join } from 'node:path';

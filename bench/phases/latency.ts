@@ -27,7 +27,7 @@ import {
   type PhaseContext,
 } from './phase.js';
 
-/** Issue 17: p99 and p99.9 at 1k/s and 2k/s no worse than the reference's, on every workload. */
+/** The rates whose p99 and p99.9 have a target: no worse than the reference's, on every workload. */
 const TARGET_RATES = new Set([1000, 2000]);
 
 async function run(ctx: PhaseContext): Promise<void> {

@@ -33,7 +33,7 @@ export const closedSamples = (
       (!v || (shapeOf(s) === v.shape && driverOf(s) === v.driver)),
   );
 
-/** Issue 17's targets on decisions per core-second (ours/reference). */
+/** Targets on decisions per core-second (ours/reference). */
 const THROUGHPUT_TARGET: Partial<Record<WorkloadName, number>> = {
   hot: 1.5,
   uniform: 1.5,

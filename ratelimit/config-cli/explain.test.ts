@@ -250,7 +250,7 @@ t.test('a manifest is explained as pods serve it (share_threshold travels over x
     r.stdout,
     /level 1: tenant=trial-7 matches tenant=trial-\* — wildcard value — .*wildcard\.yaml:15 spec\.descriptors\[1\]/,
   );
-  // share_threshold travels over xDS (issue 13): every trial tenant shares one counter on the pods too.
+  // share_threshold travels over xDS: every trial tenant shares one counter on the pods too.
   t.match(r.stdout, /cache key: wildcard_tenant_trial-\*_1699920000 /, 'one shared counter, as pods count');
   t.match(r.stdout, /share_threshold/);
   const bad = await runBin(['explain', '--config', manifest, '--domain', 'wildcard']);

@@ -127,7 +127,7 @@ t.test('every valid example (examples/config, examples/crds) passes, alone and t
     'shared',
     'wildcard',
   ]);
-  // Every field of the examples travels over xDS (issue 13 carries metadata, share_threshold, value_to_metric).
+  // Every field of the examples travels over xDS (metadata, share_threshold, value_to_metric included).
   t.same(out.problems, []);
 });
 

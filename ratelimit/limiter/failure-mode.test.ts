@@ -1,4 +1,4 @@
-// Failure-mode inputs (issue 14): the config field and the settings are validated with errors naming
+// Failure-mode inputs: the config field and the settings are validated with errors naming
 // the field; the `local` share and its in-memory windows.
 import t from 'tap';
 import { flatKey, heapGrowth } from '../../harness/heap.js';

@@ -1,4 +1,4 @@
-// Redis down on purpose (issue 14), on a real redis-server: SIGSTOP/SIGCONT and SIGKILL/restart under
+// Redis down on purpose, on a real redis-server: SIGSTOP/SIGCONT and SIGKILL/restart under
 // load, in `local`, `error`, `deny` and `allow` modes; a start with Redis absent; three service
 // instances in `local` mode. Every test asserts how fast decisions are answered once the circuit is
 // open, what they answer, and how long until decisions are counted in Redis again. The measured

@@ -4,7 +4,7 @@
 // Why by hand: ioredis builds a Command object, a promise and an argument array per command and
 // dispatches every reply through its queue: 6.0-6.6 µs of CPU per INCRBY + EXPIRE pair, measured, against
 // 1.3 µs for the same bytes written and read here. A request with 8 descriptors sends 16 commands, so this
-// was most of the decision's CPU (issue 17). The commands and their order are the same as the ioredis
+// was most of the decision's CPU. The commands and their order are the same as the ioredis
 // path's, byte for byte what the reference sends.
 //
 // Scope, kept small on purpose: a `single` or `sentinel` master, TCP or unix socket, TLS for `single`.

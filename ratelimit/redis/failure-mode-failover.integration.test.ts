@@ -1,4 +1,4 @@
-// Failovers with the circuit breaker and the failure modes (issue 14): a sentinel master and a cluster
+// Failovers with the circuit breaker and the failure modes: a sentinel master and a cluster
 // master SIGKILLed under load, in `local` and in `error` mode. `local`: no decision fails, and once the
 // failover is done counting is back in Redis; `error`: decisions fail (as the reference's) but, once the
 // circuit is open, without waiting; on a cluster only the dead master's shard is affected.
