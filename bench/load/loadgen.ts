@@ -79,6 +79,7 @@ async function main(): Promise<void> {
   const hist = new Histogram();
   /** Open loop: latency from when each call was actually sent, leaving out this driver's lateness. */
   const sentHist = new Histogram();
+  const open = spec.mode === 'open';
   let measuring = false;
   let stopped = false;
   let seq = 0;
@@ -97,7 +98,7 @@ async function main(): Promise<void> {
     if (measuring) {
       const now = performance.now();
       hist.record((now - startMs) * 1000);
-      sentHist.record((now - sentMs) * 1000);
+      if (open) sentHist.record((now - sentMs) * 1000);
       completed++;
       if (good) {
         if (code === 1) ok++;
@@ -198,7 +199,7 @@ async function main(): Promise<void> {
     windowMs: Math.round(windowMs),
     callsPerSecond: Math.round((completed * 1000) / windowMs),
     latency: hist.summary(),
-    ...(spec.mode === 'open' ? { sentLatency: sentHist.summary() } : {}),
+    ...(open ? { sentLatency: sentHist.summary() } : {}),
     cpuMs: Math.round((cpu.user + cpu.system) / 1000),
     // The same measure as our service's probe and the idle probes (loop-probe-preload.mjs), so tails.ts
     // compares like with like: the longest interval of a 1 ms timer, its period included.

@@ -16,7 +16,7 @@ import type { BenchOptions } from '../options.js';
 import type { Figure } from '../report/table.js';
 import type { BenchResults } from '../report/results.js';
 import { driverOf, figureAdder, shapeOf, variantLabel, variantsOf } from '../report/figures.js';
-import { WORKLOAD_TITLES } from '../load/workloads.js';
+import { WORKLOAD_TITLES, type WorkloadName } from '../load/workloads.js';
 import { parseTraceGc, tailRows, tailsMarkdown, type GcPause } from '../harness/tails.js';
 import {
   AUX_CPUS,
@@ -32,10 +32,7 @@ const TARGET_RATES = new Set([1000, 2000]);
 
 async function run(ctx: PhaseContext): Promise<void> {
   const { o } = ctx;
-  await warmUpPass(
-    ctx,
-    o.latencyWorkloads.filter((x) => o.workloads.includes(x)),
-  );
+  await warmUpPass(ctx, latencyWorkloads(o));
   // Tail attribution: an idle probe process on each core while the rounds run (tails.ts).
   const probes = startJitterProbes(o.outDir, { services: SERVICE_CPUS, aux: AUX_CPUS });
   const labels = new Map<object, string>();
@@ -95,9 +92,14 @@ function oursGcPauses(dir: string): GcPause[] | undefined {
   }
 }
 
+/** The latency workloads this run measures (those of `--latency-workloads` also in `--workloads`). */
+function latencyWorkloads(o: BenchOptions): WorkloadName[] {
+  return o.latencyWorkloads.filter((x) => o.workloads.includes(x));
+}
+
 async function rounds(ctx: PhaseContext, labels: Map<object, string>): Promise<void> {
   const { o } = ctx;
-  for (const w of o.latencyWorkloads.filter((x) => o.workloads.includes(x))) {
+  for (const w of latencyWorkloads(o)) {
     for (const rate of o.rates) {
       await ctx.eachVariant(async (svc, round, v) => {
         const s = await measureVariant(ctx, svc, round, v, {

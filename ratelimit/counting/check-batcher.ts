@@ -1,10 +1,10 @@
 // The scripted checks (other algorithms, several limits) of one event-loop turn, sent to the store
-// together: one store call per shard per turn instead of one per request, as the coalescing store does for
-// fixed-window increments and with the same timing (turn.ts: a lone check leaves at the end of its
-// callback, the checks of a turn with a store call in flight at the turn's end), so the layers under it (circuit breaker, deadline, connection) cost once per
-// turn. Checks are never merged: admission is all or nothing per check, and each keeps its own verdict.
-// When the store settles each check on its own (evaluateEach), a check Redis refuses fails only the request
-// it belongs to; otherwise a failed store call fails every request with a check in it, whole.
+// together: one store call per shard per turn instead of one per request, as the coalescing store does
+// for fixed-window increments and with the same timing (turn.ts), so the layers under it (circuit
+// breaker, deadline, connection) cost once per turn. Checks are never merged: admission is all or
+// nothing per check, and each keeps its own verdict. When the store settles each check on its own
+// (evaluateEach), a check Redis refuses fails only the request it belongs to; otherwise a failed store
+// call fails every request with a check in it, whole.
 import { storeCall, type CounterStore, type LimitCheck, type LimitVerdict } from './store.js';
 import { scheduleTurnFlush } from './turn.js';
 
