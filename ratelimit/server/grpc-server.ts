@@ -26,6 +26,7 @@ import { type RateLimitService, ServiceError, type ServiceErrorKind } from '../s
 import type { Counter, StatsStore, Timer } from '../stats/index.js';
 import type { MetadataCarrier, RateLimitTracing } from '../tracing/index.js';
 import type { HealthChecker } from './health.js';
+import { listeningLine } from './listener.js';
 import {
   type CallContext,
   type CallHeaders,
@@ -213,7 +214,7 @@ export class RateLimitGrpcServer {
       const port = await this.server.listen({ host: this.opts.host, port: this.opts.port });
       this.boundAddress = `${this.opts.host}:${port}`;
     }
-    this.opts.logger.info(`listening for gRPC on ${this.boundAddress}`);
+    this.opts.logger.warn(listeningLine('gRPC', this.opts.uds ?? this.boundAddress));
     return this.boundAddress;
   }
 
