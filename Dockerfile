@@ -13,6 +13,7 @@ RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY common ./common
 COPY proto ./proto
+COPY h2grpc ./h2grpc
 COPY ratelimit ./ratelimit
 COPY control-plane ./control-plane
 COPY operator ./operator
