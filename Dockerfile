@@ -17,6 +17,7 @@ COPY h2grpc ./h2grpc
 COPY ratelimit ./ratelimit
 COPY control-plane ./control-plane
 COPY operator ./operator
+COPY cli ./cli
 RUN npm run build && npm prune --omit=dev && rm -f node_modules/papers dist/.tsbuildinfo \
   && find proto -name '*.ts' -delete
 
