@@ -13,7 +13,7 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
-import { runInProcess, REPO_ROOT } from '../ratelimit/config-cli/testing.js';
+import { runInProcess, REPO_ROOT } from '../cli/ratelimit-config/testing.js';
 import { InMemorySnapshotCache } from './cache.js';
 import { DirectoryConfigSource } from './file-source.js';
 
