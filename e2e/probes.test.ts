@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { builtBin, REPO_ROOT } from '../harness/dist.js';
 import { Prober, type ProbeSpec } from '../harness/kubelet.js';
-import { freePorts, LOOPBACK, ServerProcess, waitUntil } from '../harness/net.js';
+import { freePorts, LOOPBACK, ServerProcess, waitForPort, waitUntil } from '../harness/net.js';
 import { startRedis } from '../harness/redis/index.js';
 import { findObject, helmTemplate } from '../harness/system.js';
 
@@ -76,6 +76,9 @@ t.test('the rendered probes never restart the service; readiness follows config 
   const context = () => proc.logTail();
   const abort = () => proc.exitReason();
 
+  // The kubelet's initialDelaySeconds is its allowance for the start, which on a loaded test machine can
+  // take longer than the scaled delay: probing begins once the gRPC listener (opened last) accepts.
+  await waitForPort(grpcPort, { what: 'the service to listen', deadlineMs: 60_000, context, abort });
   const prober = new Prober(liveness, readiness, ports, SCALE);
   t.teardown(() => prober.stop());
   prober.start();
