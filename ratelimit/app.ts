@@ -195,7 +195,8 @@ export class RateLimitApp {
       else this.health.fail('config');
     }
     // Startup logs every rule at warning level (as the reference does); later reloads log one summary
-    // line at info and the rules at debug, so a 10k-rule reload does not spend its time logging.
+    // line, `configuration applied`, at warning (so an edit shows at the default level) and the rules at
+    // debug, so a 10k-rule reload does not spend its time logging.
     const first = !this.loggedInitialConfig;
     this.loggedInitialConfig = true;
     const lines = first || this.logger.isLevelEnabled('debug') ? config.dump().split('\n') : [];
@@ -210,7 +211,7 @@ export class RateLimitApp {
       const from = sources?.length
         ? ` from ${sources.slice(0, 10).join(', ')}${sources.length > 10 ? ` and ${sources.length - 10} more` : ''}`
         : '';
-      this.logger.info(`configuration reloaded: ${config.domains.length} domains${from}`);
+      this.logger.warn(`configuration applied: ${config.domains.length} domains${from}`);
     } else if (rules === 0) this.logger.warn('loaded an empty configuration (no domains)');
     this.initialConfig?.resolve();
   }

@@ -134,7 +134,9 @@ t.test(
       .filter(Boolean)
       .map((l) => JSON.parse(l));
     t.ok(
-      logs.some((l) => l.level === 'info' && /listening for gRPC on 127\.0\.0\.1:/.test(l['@message'])),
+      logs.some(
+        (l) => l.level === 'warning' && /^Listening for gRPC on '127\.0\.0\.1:\d+'$/.test(l['@message']),
+      ),
       'gRPC listener logged',
     );
     t.ok(
