@@ -1,12 +1,12 @@
 // Wires the service from one Settings object: store -> limiter -> service -> config source -> listeners.
 // No globals: tests build the real thing with other settings (ports 0, memory store, a temp dir).
-import type { Logger } from 'pino';
+import type { Logger } from '../common/index.js';
 import { ConfigError, type ConfigFeature, type RateLimitConfig } from './config/index.js';
 import { RATELIMIT_FEATURES } from '../proto/index.js';
 import { Limiter, LocalOverLimitCache } from './limiter/index.js';
 import { buildCounterStack } from './counter-stack.js';
 import { CircuitBreakerStore, type CounterStore, type WriteBehindCounterStore } from './counting/index.js';
-import { createLogger } from './logging.js';
+import { createLogger } from '../common/index.js';
 import {
   FileConfigProvider,
   type ConfigSource,
@@ -18,7 +18,7 @@ import { OverLimitLog, RateLimitService, type NamedLimitsOptions } from './servi
 import { QuotaServer } from './quota/index.js';
 import type { Env, Settings } from './settings/index.js';
 import { StatsStore, createStatsPipeline, type StatsPipeline } from './stats/index.js';
-import { cacheSpanName, type RateLimitTracing } from './tracing/index.js';
+import type { RateLimitTracing } from './tracing/index.js';
 
 /** How long after the drain time (SHUTDOWN_DRAIN_TIMEOUT) the process exits whatever still hangs. */
 export const SHUTDOWN_EXIT_SLACK_MS = 2000;
@@ -91,20 +91,23 @@ export class RateLimitApp {
       maxNamedLimits: s.namedLimits.statsMaxSeries,
     });
     this.logger = opts.logger ?? createLogger({ level: s.logLevel, format: s.logFormat });
-    const stack = buildCounterStack(s, { stats: this.stats, logger: this.logger, base: opts.store });
+    if (s.tracing.enabled && !opts.tracing)
+      throw new Error('TRACING_ENABLED=true needs the tracing (loadTracing)');
+    this.tracing = s.tracing.enabled ? opts.tracing : undefined;
+    const stack = buildCounterStack(s, {
+      stats: this.stats,
+      logger: this.logger,
+      base: opts.store,
+      tracing: this.tracing,
+    });
     this.store = stack.base;
     this.writeBehind = stack.writeBehind;
+    this.limiterStore = stack.store;
     this.statsPipeline = createStatsPipeline(s.stats, {
       store: this.stats,
       logger: this.logger,
       env: opts.env,
     });
-    if (s.tracing.enabled && !opts.tracing)
-      throw new Error('TRACING_ENABLED=true needs the tracing (loadTracing)');
-    this.tracing = s.tracing.enabled ? opts.tracing : undefined;
-    this.limiterStore = this.tracing
-      ? this.tracing.wrapStore(stack.store, cacheSpanName(s.backendType))
-      : stack.store;
     const limiter = new Limiter({
       store: this.limiterStore,
       stats: this.stats,

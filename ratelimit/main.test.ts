@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { dirname, join } from 'node:path';
 import { freePort } from '../harness/net.js';
 import { loadSettings, SettingsError, parseGoDuration } from './settings/index.js';
-import { createLogger } from './logging.js';
+import { createLogger } from '../common/index.js';
 import { descriptor, eventually, startTestApp } from './test-support.js';
 import type { CounterOp, CounterStore } from './counting/index.js';
 import { MemoryCounterStore } from './memory/index.js';

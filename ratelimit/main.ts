@@ -1,6 +1,6 @@
 // The `ratelimit` binary: settings from the environment, then the app, until SIGTERM/SIGINT.
 import { RateLimitApp, SHUTDOWN_EXIT_SLACK_MS } from './app.js';
-import { createLogger, parseLogLevel } from './logging.js';
+import { createLogger, parseLogLevel } from '../common/index.js';
 import { loadSettings, SettingsError } from './settings/index.js';
 import { createXdsSource } from './sources/index.js';
 import { loadTracing } from './tracing/index.js';

@@ -1,5 +1,4 @@
 export * from './cache-key.js';
 export * from './local-cache.js';
 export * from './limiter.js';
-export * from './algorithms.js';
 export * from './failure-mode.js';

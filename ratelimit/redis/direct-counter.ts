@@ -16,7 +16,7 @@ import { createHash } from 'node:crypto';
 import { isIP, connect as netConnect, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import type { Redis } from 'ioredis';
-import type { Logger } from 'pino';
+import type { Logger } from '../../common/index.js';
 import {
   CacheError,
   MAX_OP_HITS,

@@ -1,6 +1,6 @@
 // The per-descriptor limit script: every limit of one descriptor checked and, when all admit the
 // hit, counted, atomically in one call. Semantics, key layout and argument layout are documented in
-// ratelimit/limiter/algorithms.ts, whose evaluateLimitCheck is the same computation in TypeScript
+// ratelimit/counting/algorithms.ts, whose evaluateLimitCheck is the same computation in TypeScript
 // (for the memory backend); change both together.
 //
 // Loaded once per connection by ioredis (the first call on a connection sends EVAL, later calls

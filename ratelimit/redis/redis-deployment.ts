@@ -2,7 +2,7 @@
 // reference's commands are sent (per counter `INCRBY key hits` + `EXPIRE key seconds`), the optional
 // implicit pipeline that batches the commands of concurrent requests, health, and the startup wait.
 import type { Cluster, Redis } from 'ioredis';
-import type { Logger } from 'pino';
+import type { Logger } from '../../common/index.js';
 import {
   CacheError,
   MAX_OP_HITS,

@@ -1,7 +1,7 @@
 // The HTTP listener of the reference: POST /json (proto3 JSON in and out) and /healthcheck.
 import { isUtf8 } from 'node:buffer';
 import type { IncomingMessage } from 'node:http';
-import type { Logger } from 'pino';
+import type { Logger } from '../../common/index.js';
 import type { RequestBounds } from '../../proto/index.js';
 import { FastifyListener } from './listener.js';
 import { type RateLimitService, ServiceError, type ServiceErrorKind } from '../service/index.js';

@@ -1,7 +1,7 @@
 // The lifecycle the HTTP and debug listeners share: a fastify app started on host:port, logged with the
 // address the socket is bound to, and closed with the app.
 import Fastify, { type FastifyInstance } from 'fastify';
-import type { Logger } from 'pino';
+import type { Logger } from '../../common/index.js';
 import { formatBoundAddress } from '../../common/index.js';
 
 /**

@@ -39,7 +39,7 @@ import {
   type SpanExporter,
   type SpanProcessor,
 } from '@opentelemetry/sdk-trace';
-import type { Logger } from 'pino';
+import type { Logger } from '../../common/index.js';
 import type { CounterOp, CounterStore, LimitCheck, LimitVerdict } from '../counting/index.js';
 import type { Settings } from '../settings/index.js';
 
