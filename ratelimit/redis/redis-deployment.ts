@@ -272,7 +272,7 @@ export class RedisDeployment {
   /**
    * INCRBY and EXPIRE per op as plain commands on the one connection: they are written in order and
    * answered in order, one round trip per request as the reference's pipeline. ioredis' Pipeline
-   * object costs more CPU than the two commands (measured: 33 vs 24 µs per op at 32 in flight) and
+   * object costs more CPU than the two commands (docs/decisions/007-hot-path-shapes.md) and
    * lived long enough to be promoted, lengthening every scavenge. When a command fails, every op is
    * settled on its own (eachSettled): an error reply fails its op only.
    */

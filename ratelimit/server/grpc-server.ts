@@ -1,6 +1,6 @@
 // The gRPC listener: envoy.service.ratelimit.v3.RateLimitService, grpc.health.v1.Health and, when
 // RLQS_ENABLED, envoy.service.rate_limit_quota.v3.RateLimitQuotaService, on the small gRPC server of
-// h2-grpc.ts (grpc-js' server cost more CPU per call than the whole decision).
+// h2grpc/ (grpc-js' server costs more CPU per call than the whole decision).
 import type { Logger } from '../../common/index.js';
 import {
   DEFAULT_REQUEST_BOUNDS,
