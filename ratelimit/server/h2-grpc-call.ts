@@ -92,6 +92,8 @@ export interface ServerStream<Res> {
   send(msg: Res): void;
   end(code?: number, message?: string): void;
   readonly closed: boolean;
+  /** Bytes written and not yet sent (waiting for the client's flow-control window, or the socket). */
+  readonly queuedBytes: number;
   onClose(fn: () => void): void;
 }
 
@@ -431,6 +433,9 @@ function serverStream(
   const out: ServerStream<unknown> = {
     get closed() {
       return ended || stream.destroyed || stream.closed;
+    },
+    get queuedBytes() {
+      return stream.writableLength;
     },
     send: (msg) => {
       if (out.closed) return;
