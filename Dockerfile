@@ -13,9 +13,11 @@ RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY common ./common
 COPY proto ./proto
+COPY h2grpc ./h2grpc
 COPY ratelimit ./ratelimit
 COPY control-plane ./control-plane
 COPY operator ./operator
+COPY cli ./cli
 RUN npm run build && npm prune --omit=dev && rm -f node_modules/papers dist/.tsbuildinfo \
   && find proto -name '*.ts' -delete
 

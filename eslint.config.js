@@ -4,16 +4,18 @@ import layers from './scripts/eslint-layers.js';
 
 // The layers, lowest first: each product folder may import its own files and the folders listed for it
 // (a prefix such as ratelimit/config allows only that part). Dependencies point one way:
-// operator -> control-plane -> ratelimit -> proto -> common. Tests (*.test.ts and their helpers) may
+// cli, operator -> control-plane -> ratelimit -> proto, h2grpc -> common. Tests (*.test.ts and their helpers) may
 // import any layer; tools may import anything; test infrastructure is imported only by tests and tools.
 // Every folder with an index.ts is entered from outside only through it, or through a second entry
 // listed in ENTRIES. README.md, "Architecture".
 const LAYERS = {
   common: [],
   proto: ['common'],
-  ratelimit: ['proto', 'common'],
+  h2grpc: ['common'],
+  ratelimit: ['proto', 'h2grpc', 'common'],
   'control-plane': ['ratelimit/config', 'proto', 'common'],
   operator: ['control-plane', 'ratelimit/config', 'proto', 'common'],
+  cli: ['control-plane', 'ratelimit', 'proto', 'common'],
 };
 
 // Second entries: proto/ratelimit-config.ts gives the config model and its parse worker the

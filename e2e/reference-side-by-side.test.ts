@@ -11,7 +11,7 @@ import { startReferenceService, type ReferenceService } from '../harness/referen
 import { startRedis, type RedisServer } from '../harness/redis/index.js';
 import { eventually, startTestApp, type TestApp } from '../ratelimit/test-support.js';
 import { status as GrpcStatus } from '@grpc/grpc-js';
-import { callOnce } from '../ratelimit/client/main.js';
+import { callOnce } from '../cli/ratelimit-client/main.js';
 import { RateLimitApp } from '../ratelimit/app.js';
 import { createLogger } from '../ratelimit/logging.js';
 import { loadSettings } from '../ratelimit/settings/index.js';

@@ -151,7 +151,7 @@ t.test(
       [
         '--import',
         'tsx',
-        join(repo, 'ratelimit/client/cli.ts'),
+        join(repo, 'cli/ratelimit-client/cli.ts'),
         '-dial_string',
         `127.0.0.1:${grpcPort}`,
         '-domain',

@@ -1,5 +1,5 @@
 // What node:http2 costs the garbage collector per unary gRPC call, against the HTTP/2 layer of our own
-// (ratelimit/server/h2/, from dist/: build first) and against bare HTTP/2 frames handled in JavaScript on
+// (h2grpc/h2/, from dist/: build first) and against bare HTTP/2 frames handled in JavaScript on
 // a plain socket (the floor: no header decoding, no stream state). All three answer the load generator's
 // calls with the same bytes; each runs pinned to core 0 with the GC setting the chart ships and --trace-gc-nvp, the generator on
 // core 1, interleaved rounds. Per server and request header count it reports the bytes each call

@@ -13,7 +13,7 @@ import { rateLimitServiceDefinition } from '../../proto/index.js';
 import type { WireRateLimitRequest, WireRateLimitResponse } from '../../proto/index.js';
 import { descriptor, eventually, roomInWindow, startTestApp } from '../test-support.js';
 import { decodeHealthRequest, encodeHealthResponse } from './grpc-server.js';
-import { percentEncode } from './h2-grpc.js';
+import { percentEncode } from '../../h2grpc/index.js';
 
 const CONFIG = `
 domain: g

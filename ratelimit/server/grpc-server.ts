@@ -34,7 +34,7 @@ import {
   H2GrpcServer,
   type ServerStream,
   Status,
-} from './h2-grpc.js';
+} from '../../h2grpc/index.js';
 
 export interface GrpcServerOptions {
   service: RateLimitService;

@@ -3,4 +3,4 @@ export * from './grpc-server.js';
 export * from './http-server.js';
 export * from './debug-server.js';
 export * from './json.js';
-export { frameMessage } from './h2-grpc.js';
+export { frameMessage } from '../../h2grpc/index.js';

@@ -1,7 +1,7 @@
-// The same least answer as node-http2.mjs on the HTTP/2 layer of our own (ratelimit/server/h2/, the
+// The same least answer as node-http2.mjs on the HTTP/2 layer of our own (h2grpc/h2/, the
 // compiled one in dist/: run `npm run build` first). Started by h2-gc-floor.ts.
 import net from 'node:net';
-import { H2Session } from '../../../dist/ratelimit/server/h2/session.js';
+import { H2Session } from '../../../dist/h2grpc/h2/session.js';
 
 const BODY = Buffer.from([0, 0, 0, 0, 2, 0x08, 0x01]);
 const HEADERS = Object.freeze({ ':status': 200, 'content-type': 'application/grpc' });

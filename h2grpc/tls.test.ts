@@ -7,9 +7,9 @@ import { join } from 'node:path';
 import { connect } from 'node:tls';
 import { X509Certificate } from 'node:crypto';
 import type { Logger } from 'pino';
-import { makeCerts, type Certs } from '../../harness/tls.js';
-import { makeTempDir, removeTempDir } from '../../harness/net.js';
-import { H2GrpcServer } from './h2-grpc.js';
+import { makeCerts, type Certs } from '../harness/tls.js';
+import { makeTempDir, removeTempDir } from '../harness/net.js';
+import { H2GrpcServer } from './server.js';
 
 /** The fingerprint of the certificate a new TLS connection is served. */
 function servedFingerprint(port: number): Promise<string> {

@@ -14,37 +14,18 @@
 import http2 from 'node:http2';
 import net from 'node:net';
 import tls from 'node:tls';
-import type { Logger } from 'pino';
-import { TlsFileWatcher } from '../../common/index.js';
+import { type Logger, TlsFileWatcher } from '../common/index.js';
+import { startCall } from './grpc/unary.js';
+import type {
+  BidiStreamingMethod,
+  GrpcStream,
+  MethodEntry,
+  ServerStream,
+  ServerStreamingMethod,
+  UnaryMethod,
+} from './grpc/method.js';
+import { refuseHttp, Status, trailersOnly } from './grpc/status.js';
 import { H2Session } from './h2/session.js';
-import {
-  type BidiStreamingMethod,
-  type GrpcStream,
-  type MethodEntry,
-  refuseHttp,
-  type ServerStream,
-  type ServerStreamingMethod,
-  startCall,
-  Status,
-  trailersOnly,
-  type UnaryMethod,
-} from './h2-grpc-call.js';
-
-// The call side (framing, unary and streaming calls) lives in h2-grpc-call.ts; its public names are
-// re-exported here, the server's face.
-export {
-  type BidiHandler,
-  type BidiStreamingMethod,
-  type CallContext,
-  type CallHeaders,
-  frameMessage,
-  GrpcStatusError,
-  percentEncode,
-  type ServerStream,
-  type ServerStreamingMethod,
-  Status,
-  type UnaryMethod,
-} from './h2-grpc-call.js';
 
 export interface H2GrpcServerOptions {
   logger: Logger;
@@ -193,7 +174,7 @@ export class H2GrpcServer {
         intervalMs: this.opts.tlsReloadMs,
         onChange: (pem) => {
           (this.server as tls.Server).setSecureContext(pem);
-          this.opts.logger.info('gRPC TLS certificate files changed: new connections use them');
+          this.opts.logger.info({}, 'gRPC TLS certificate files changed: new connections use them');
         },
         onError: (err) =>
           this.opts.logger.error({ err }, 'gRPC TLS files unreadable or invalid; keeping the previous ones'),

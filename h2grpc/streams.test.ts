@@ -4,9 +4,9 @@
 import t, { type Test } from 'tap';
 import * as http2 from 'node:http2';
 import { pino } from 'pino';
-import { textFrame } from '../../harness/grpc-raw.js';
-import { H2GrpcServer } from './h2-grpc.js';
-import type { BidiStreamingMethod } from './h2-grpc-call.js';
+import { textFrame } from '../harness/grpc-raw.js';
+import { H2GrpcServer } from './server.js';
+import type { BidiStreamingMethod } from './grpc/method.js';
 
 const frame = textFrame;
 

@@ -7,9 +7,9 @@
 // so not run here.)
 import t from 'tap';
 import type { Test } from 'tap';
-import { runH2spec, type H2specResult } from '../../harness/h2spec.js';
-import { makeCerts } from '../../harness/tls.js';
-import { startTestApp } from '../test-support.js';
+import { runH2spec, type H2specResult } from '../harness/h2spec.js';
+import { makeCerts } from '../harness/tls.js';
+import { startTestApp } from '../ratelimit/test-support.js';
 
 /** h2spec v2.2.1 has 145 cases (without its strict ones). */
 const ALL_CASES = 145;

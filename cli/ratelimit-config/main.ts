@@ -5,7 +5,7 @@
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs, parseEnv } from 'node:util';
-import { loadSettings, type RedisSettings, type Settings } from '../settings/index.js';
+import { loadSettings, type RedisSettings, type Settings } from '../../ratelimit/settings/index.js';
 import { buildConfigSet, compileSet, hasErrors, type ConfigSet, type Problem } from './config-set.js';
 import { convertSources } from './convert.js';
 import { CounterClient, formatReadings } from './counters.js';

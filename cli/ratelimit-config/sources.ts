@@ -5,7 +5,7 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { isAlias, isMap, isSeq, LineCounter, parseAllDocuments, type Document, type Node } from 'yaml';
-import { ConfigError, parseYamlSource } from '../config/index.js';
+import { ConfigError, parseYamlSource } from '../../ratelimit/config/index.js';
 
 /** The custom resource's group and kind (operator/resource.ts; the CLI may not import operator/). */
 export const RLC_GROUP = 'ratelimit.envoyproxy.io';

@@ -6,7 +6,7 @@ import fc from 'fast-check';
 import * as http2 from 'node:http2';
 import * as net from 'node:net';
 import type { AddressInfo } from 'node:net';
-import { frameSplitter, type RawFrame } from '../../../harness/h2-frames.js';
+import { frameSplitter, type RawFrame } from '../../harness/h2-frames.js';
 import { Flag, frame, FrameType } from './frames.js';
 import { HpackDecoder, HpackError, encodeHeaders } from './hpack.js';
 import { HUFFMAN_CODES, HUFFMAN_CODE_LENGTHS, huffmanDecode } from './huffman.js';

@@ -9,9 +9,9 @@ import * as http2 from 'node:http2';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { pino } from 'pino';
-import { textFrame } from '../../harness/grpc-raw.js';
-import { H2GrpcServer } from './h2-grpc.js';
-import type { CallContext, UnaryMethod } from './h2-grpc-call.js';
+import { textFrame } from '../harness/grpc-raw.js';
+import { H2GrpcServer } from './server.js';
+import type { CallContext, UnaryMethod } from './grpc/method.js';
 
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
