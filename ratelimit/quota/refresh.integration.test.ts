@@ -15,7 +15,7 @@ descriptors:
 
 t.test('a reporting stream never holds an expired assignment on a loaded pod', async (t) => {
   const app = await startTestApp({
-    env: { RLQS_ENABLED: 'true', RLQS_REPORTING_INTERVAL: '2s' },
+    env: { RLQS_ENABLED: 'true', RLQS_REPORTING_INTERVAL: '4s' },
     files: { 'rlqs.yaml': CONFIG },
   });
   t.teardown(() => app.close());
@@ -59,8 +59,10 @@ t.test('a reporting stream never holds an expired assignment on a loaded pod', a
     }
   }, 5);
   t.teardown(() => clearInterval(poll));
-  // A first periodic report over 0.6 s (time to live 2 s), then 4 s reports (12 s), then 2 s ones (6 s).
-  const schedule = [0.6, 4, 4, 2, 2, 2];
+  // A first periodic report over 1.2 s (time to live 4 s), then an 8 s report (24 s), then 4 s ones
+  // (12 s). Before the client's copy runs out a refresh is due with half its time to live left (2 s at
+  // least), far more than the event loop of this busy process stalls.
+  const schedule = [1.2, 8, 4, 4];
   for (const [i, seconds] of schedule.entries()) {
     s.report(i === 0 ? 'rlqs' : '', bucket, 20, seconds);
     await new Promise((r) => setTimeout(r, seconds * 1000));
