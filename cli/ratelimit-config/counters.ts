@@ -14,7 +14,7 @@ import {
   parseStoredBucket,
   type BucketState,
   type NumberSlots,
-} from '../../ratelimit/limiter/index.js';
+} from '../../ratelimit/counting/index.js';
 import { createRedisBackend } from '../../ratelimit/counter-stack.js';
 import type { RedisCounterStore } from '../../ratelimit/redis/index.js';
 import type { Settings } from '../../ratelimit/settings/index.js';

@@ -13,13 +13,8 @@ import {
   type RateLimitConfig,
   type RateLimitRule,
 } from '../../ratelimit/config/index.js';
-import {
-  buildLimitCheck,
-  cacheKey,
-  resetSeconds,
-  taggedKeyBase,
-  windowStart,
-} from '../../ratelimit/limiter/index.js';
+import { buildLimitCheck, taggedKeyBase } from '../../ratelimit/counting/index.js';
+import { cacheKey, resetSeconds, windowStart } from '../../ratelimit/limiter/index.js';
 import { compileSet, isObject, type ConfigSet } from './config-set.js';
 import type { SourceDocument } from './sources.js';
 

@@ -1,7 +1,7 @@
 // The HTTP/2 layer of our own, from a client that writes raw frames: one connection's hostile or broken
 // input ends that stream or that connection, never the process and never another connection's answers;
 // each per-connection bound holds; flow control in both directions. (Protocol conformance as a whole:
-// h2spec, in ../h2-conformance.test.ts.)
+// h2spec, in ../conformance.test.ts.)
 import t, { type Test } from 'tap';
 import fc from 'fast-check';
 import * as http2 from 'node:http2';

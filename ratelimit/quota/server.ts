@@ -9,7 +9,7 @@
 // client has not taken (later actions wait, merged per bucket) and is ended when the client takes none of
 // it for RLQS_SEND_TIMEOUT.
 import { createHash } from 'node:crypto';
-import type { Logger } from 'pino';
+import type { Logger } from '../../common/index.js';
 import type {
   RequestBounds,
   WireBucketAction,
