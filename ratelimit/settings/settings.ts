@@ -321,14 +321,12 @@ function redisSettings(r: EnvReader, prefix: string, defaultUrl: string): RedisS
 /** Parses every setting; throws SettingsError naming the variable on the first invalid value. */
 export function loadSettings(env: Env = process.env): Settings {
   const r = new EnvReader(env);
-  const backend = r.raw('BACKEND_TYPE');
-  let backendType: BackendType = 'redis';
-  if (backend !== undefined) {
-    const b = backend.toLowerCase();
-    if (b === 'redis' || b === 'memcache' || b === 'memory') backendType = b;
-    else
-      throw new SettingsError('BACKEND_TYPE', `invalid value '${backend}' (one of: redis, memcache, memory)`);
-  }
+  // Read with its default, so `ratelimit --help` (which notes each read) shows it.
+  const backend = r.string('BACKEND_TYPE', 'redis');
+  const b = backend.toLowerCase();
+  if (b !== 'redis' && b !== 'memcache' && b !== 'memory')
+    throw new SettingsError('BACKEND_TYPE', `invalid value '${backend}' (one of: redis, memcache, memory)`);
+  const backendType: BackendType = b;
 
   const s: Settings = {
     host: r.string('HOST', '0.0.0.0'),
