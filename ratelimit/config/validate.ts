@@ -10,7 +10,10 @@ import {
   MAX_TOKEN_BUCKET_REFILL_SECONDS,
   configSchema,
 } from './schema.js';
-import { UNIT_SECONDS, parseUnit } from './units.js';
+import { UNITS, UNIT_SECONDS, parseUnit } from './units.js';
+
+/** The valid units, as an invalid one's message lists them. */
+const UNIT_NAMES = UNITS.map((u) => u.toLowerCase()).join(', ');
 
 /** The typed shape of a document that passed validation (null fields already removed). */
 export interface ReplacesDoc {
@@ -138,7 +141,7 @@ function schemaErrorToConfigError(name: string, doc: unknown, e: ErrorObject): C
       return new ConfigError(
         name,
         field,
-        `invalid rate limit unit '${goValue(valueAt(doc, e.instancePath))}'`,
+        `invalid rate limit unit '${goValue(valueAt(doc, e.instancePath))}' (one of: ${UNIT_NAMES})`,
       );
     case 'type': {
       const expected = String((e.params as { type: string }).type);
