@@ -64,7 +64,7 @@ const INVALID: Record<string, { field: string; message: string; line: number }> 
   },
   'unknown-field.yaml': {
     field: 'spec.descriptors[0].ratelimit',
-    message: "config error, unknown key 'ratelimit'",
+    message: "config error, unknown key 'ratelimit'; did you mean rate_limit?",
     line: 11,
   },
   'unlimited-with-unit.yaml': {

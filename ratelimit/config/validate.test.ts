@@ -191,13 +191,13 @@ t.test('unknown keys anywhere', async (t) => {
     t,
     'domain: d\ndescriptors:\n  - key: k\n    ratelimit: { unit: second }\n',
     'descriptors[0].ratelimit',
-    "config error, unknown key 'ratelimit'",
+    "config error, unknown key 'ratelimit'; did you mean rate_limit?",
   );
   expectError(
     t,
     'domain: d\ndescriptors:\n  - key: k\n    rate_limit: { unit: second, requestsperunit: 5 }\n',
     'descriptors[0].rate_limit.requestsperunit',
-    "config error, unknown key 'requestsperunit'",
+    "config error, unknown key 'requestsperunit'; did you mean requests_per_unit?",
   );
   expectError(
     t,
