@@ -178,7 +178,8 @@ function normalizeDescriptor(d: Record<string, any>): RateLimitDescriptorMessage
     quotaMode: d.quotaMode ?? false,
     valueToMetric: d.valueToMetric ?? false,
     shareThreshold: d.shareThreshold ?? false,
-    metadata: (d.metadata as RateLimitDescriptorMessage['metadata']) ?? null,
+    // Field 8 (the published API's); field 102 only from a control plane of our earlier builds.
+    metadata: ((d.metadata ?? d.legacyMetadata) as RateLimitDescriptorMessage['metadata']) ?? null,
     rateLimits: ((d.rateLimits ?? []) as Record<string, any>[]).map(normalizePolicy),
   };
 }

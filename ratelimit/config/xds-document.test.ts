@@ -165,3 +165,63 @@ t.test(
     });
   },
 );
+
+// Protobuf wire bytes written by hand, as a control plane built on the published API would send them.
+function varint(n: number): number[] {
+  const out: number[] = [];
+  while (n > 0x7f) {
+    out.push((n & 0x7f) | 0x80);
+    n >>>= 7;
+  }
+  out.push(n);
+  return out;
+}
+function lenField(field: number, body: number[]): number[] {
+  return [...varint((field << 3) | 2), ...varint(body.length), ...body];
+}
+const utf8 = (s: string) => [...Buffer.from(s, 'utf8')];
+/** A google.protobuf.Struct with one string entry. */
+function structBytes(key: string, value: string): number[] {
+  return lenField(1, [...lenField(1, utf8(key)), ...lenField(2, lenField(3, utf8(value)))]);
+}
+function configWithDescriptorFields(...fields: number[][]): Uint8Array {
+  return Uint8Array.from([
+    ...lenField(2, utf8('d')),
+    ...lenField(3, [...lenField(1, utf8('k')), ...fields.flat()]),
+  ]);
+}
+
+t.test('descriptor metadata is read from field 8, as the published API has it', async (t) => {
+  const doc = rateLimitConfigToDocument(
+    decodeRateLimitConfig(configWithDescriptorFields(lenField(8, structBytes('backend', 'a')))),
+  );
+  t.same(doc, { domain: 'd', descriptors: [{ key: 'k', metadata: { backend: 'a' } }] });
+
+  // What we send is at field 8 too (tag 0x42), never at the old number.
+  const bytes = encodeRateLimitConfig(
+    documentToRateLimitConfig('r', {
+      domain: 'd',
+      descriptors: [{ key: 'k', metadata: { backend: 'a' } }],
+    }),
+  );
+  t.same(
+    [...bytes],
+    [...lenField(1, utf8('r')), ...configWithDescriptorFields(lenField(8, structBytes('backend', 'a')))],
+  );
+});
+
+t.test('field 102 (our earlier builds) is read only when field 8 is absent', async (t) => {
+  const legacy = rateLimitConfigToDocument(
+    decodeRateLimitConfig(configWithDescriptorFields(lenField(102, structBytes('backend', 'old')))),
+  );
+  t.same(legacy.descriptors, [{ key: 'k', metadata: { backend: 'old' } }]);
+  const both = rateLimitConfigToDocument(
+    decodeRateLimitConfig(
+      configWithDescriptorFields(
+        lenField(8, structBytes('backend', 'new')),
+        lenField(102, structBytes('backend', 'old')),
+      ),
+    ),
+  );
+  t.same(both.descriptors, [{ key: 'k', metadata: { backend: 'new' } }]);
+});
