@@ -87,6 +87,14 @@ export class H2Session extends H2Connection {
     });
   }
 
+  /**
+   * The bytes this connection holds now: request bytes of its open streams, an incomplete frame, an
+   * unfinished header block, and answers waiting for the peer to read them.
+   */
+  get bufferedBytes(): number {
+    return this.held + (this.carry?.length ?? 0) + (this.block?.size ?? 0) + this.socket.writableLength;
+  }
+
   private onData(chunk: Buffer): void {
     if (this.destroyed) return;
     try {
