@@ -4,7 +4,7 @@ import layers from './scripts/eslint-layers.js';
 
 // The layers, lowest first: each product folder may import its own files and the folders listed for it
 // (a prefix such as ratelimit/config allows only that part). Dependencies point one way:
-// operator -> control-plane -> ratelimit -> proto, h2grpc -> common. Tests (*.test.ts and their helpers) may
+// cli, operator -> control-plane -> ratelimit -> proto, h2grpc -> common. Tests (*.test.ts and their helpers) may
 // import any layer; tools may import anything; test infrastructure is imported only by tests and tools.
 // Every folder with an index.ts is entered from outside only through it, or through a second entry
 // listed in ENTRIES. README.md, "Architecture".
@@ -13,8 +13,24 @@ const LAYERS = {
   proto: ['common'],
   h2grpc: ['common'],
   ratelimit: ['proto', 'h2grpc', 'common'],
+  // Inside ratelimit/, lowest first. Each folder also takes proto/, h2grpc/ and common/ (ratelimit/'s);
+  // the files at ratelimit/'s root (app.ts, counter-stack.ts, main.ts) wire the folders and take any.
+  'ratelimit/config': [],
+  'ratelimit/settings': ['ratelimit/config'],
+  'ratelimit/stats': ['ratelimit/settings'],
+  'ratelimit/counting': ['ratelimit/config', 'ratelimit/stats'],
+  'ratelimit/redis': ['ratelimit/counting', 'ratelimit/settings'],
+  'ratelimit/memcache': ['ratelimit/counting', 'ratelimit/settings'],
+  'ratelimit/memory': ['ratelimit/counting', 'ratelimit/settings'],
+  'ratelimit/tracing': ['ratelimit/counting', 'ratelimit/settings'],
+  'ratelimit/sources': ['ratelimit/config', 'ratelimit/settings'],
+  'ratelimit/limiter': ['ratelimit/config', 'ratelimit/counting', 'ratelimit/settings', 'ratelimit/stats'],
+  'ratelimit/service': ['ratelimit/config', 'ratelimit/counting', 'ratelimit/limiter', 'ratelimit/stats'],
+  'ratelimit/quota': ['ratelimit/config', 'ratelimit/counting', 'ratelimit/settings', 'ratelimit/stats'],
+  'ratelimit/server': ['ratelimit/quota', 'ratelimit/service', 'ratelimit/stats', 'ratelimit/tracing'],
   'control-plane': ['ratelimit/config', 'proto', 'common'],
   operator: ['control-plane', 'ratelimit/config', 'proto', 'common'],
+  cli: ['control-plane', 'ratelimit', 'proto', 'common'],
 };
 
 // Second entries: proto/ratelimit-config.ts gives the config model and its parse worker the

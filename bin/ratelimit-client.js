@@ -1,2 +1,2 @@
 #!/usr/bin/env node
-import '../dist/ratelimit/client/cli.js';
+import '../dist/cli/ratelimit-client/cli.js';

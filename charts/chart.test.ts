@@ -521,6 +521,14 @@ t.test(
     const install = await h('install', 'rl', chart, '--namespace', 'rl-system', '-f', QUICKSTART);
     t.equal(install.code, 0, install.stderr);
     t.match(install.stdout, /kubectl get rlc -A -w/, 'NOTES: watch the RateLimitConfigs');
+    // The pods become ready only once a RateLimitConfig is accepted: NOTES waits for them after applying one.
+    const notes = install.stdout;
+    const waitPods = notes.indexOf('rollout status deployment/rl-ratelimit\n');
+    t.ok(
+      notes.indexOf('rollout status deployment/rl-ratelimit-operator') <
+        notes.indexOf('kind: RateLimitConfig') && notes.indexOf('kind: RateLimitConfig') < waitPods,
+      'NOTES: wait for the operator, apply a RateLimitConfig, then wait for the rate limit pods',
+    );
     t.match(install.stdout, /rl-ratelimit\.rl-system\.svc\.cluster\.local:8081/, 'NOTES: where Envoy points');
     t.match(install.stdout, /rl-ratelimit-headless\.rl-system\.svc\.cluster\.local:8081/);
     t.match(install.stdout, /docs\/envoy\.md/);

@@ -73,7 +73,16 @@ t.test('npm run image builds the image the chart runs by default', async (t) => 
   const repository = parseAllDocuments(readFileSync(join(chart, 'values.yaml'), 'utf8'))[0].toJSON().image
     .repository;
   t.equal(repository, 'envoy-ratelimit-ts', 'a local name, not a registry nobody publishes to');
-  t.equal(pkg.scripts.image, `docker build -t ${repository}:${appVersion} .`, 'tags repository:appVersion');
+  t.equal(pkg.scripts.image, 'node scripts/build-image.mjs');
+  t.equal(
+    pkg.version,
+    appVersion,
+    'the script tags envoy-ratelimit-ts:<package version>, the chart appVersion',
+  );
+  t.match(
+    readFileSync(join(repo, 'scripts', 'build-image.mjs'), 'utf8'),
+    `\`${repository}:\${pkg.version}\``,
+  );
   const objs = await rendered(REDIS);
   for (const name of ['rl-ratelimit', 'rl-ratelimit-operator']) {
     t.equal(container(find(objs, 'Deployment', name)).image, `envoy-ratelimit-ts:${appVersion}`, name);

@@ -17,8 +17,16 @@
 // nonce = 5, removed_resources = 6, control_plane = 7 (ControlPlane: identifier = 1). Fields may come
 // in any order, so the nonce goes last, after the rest.
 import { createHash } from 'node:crypto';
-import { varintSize } from '../proto/index.js';
 import type { Resource, ResourceSet } from './cache.js';
+import {
+  anySize,
+  controlPlaneSize,
+  fieldSize,
+  putAny,
+  putControlPlane,
+  putField,
+  putHeader,
+} from './wire.js';
 
 const TAG_SYSTEM_VERSION = 0x0a; // field 1, length-delimited
 const TAG_RESOURCES = 0x12; // field 2
@@ -29,29 +37,6 @@ const TAG_CONTROL_PLANE = 0x3a; // field 7
 const TAG_RES_VERSION = 0x0a; // Resource.version = 1
 const TAG_RES_ANY = 0x12; // Resource.resource = 2
 const TAG_RES_NAME = 0x1a; // Resource.name = 3
-const TAG_ANY_TYPE_URL = 0x0a; // Any.type_url = 1
-const TAG_ANY_VALUE = 0x12; // Any.value = 2
-const TAG_IDENTIFIER = 0x0a; // ControlPlane.identifier = 1
-
-function fieldSize(len: number): number {
-  return 1 + varintSize(len) + len;
-}
-
-function putVarint(buf: Buffer, pos: number, n: number): number {
-  while (n >= 0x80) {
-    buf[pos++] = (n % 128) | 0x80;
-    n = Math.floor(n / 128);
-  }
-  buf[pos++] = n;
-  return pos;
-}
-
-function putField(buf: Buffer, pos: number, tag: number, b: Uint8Array): number {
-  buf[pos++] = tag;
-  pos = putVarint(buf, pos, b.length);
-  buf.set(b, pos);
-  return pos + b.length;
-}
 
 /** A resource's delta version: sha256 over (type URL, name, bytes), length-prefixed, 16 hex digits. */
 export function resourceVersion(r: Resource): string {
@@ -77,17 +62,11 @@ function encodeResource(r: Resource): EncodedDeltaResource {
   const v = Buffer.from(version, 'utf8');
   const url = Buffer.from(r.typeUrl, 'utf8');
   const name = Buffer.from(r.name, 'utf8');
-  const any = fieldSize(url.length) + fieldSize(r.value.length);
-  const msg = fieldSize(v.length) + fieldSize(any) + fieldSize(name.length);
+  const msg = fieldSize(v.length) + fieldSize(anySize(url, r.value)) + fieldSize(name.length);
   const entry = Buffer.allocUnsafe(fieldSize(msg));
-  let pos = 0;
-  entry[pos++] = TAG_RESOURCES;
-  pos = putVarint(entry, pos, msg);
+  let pos = putHeader(entry, 0, TAG_RESOURCES, msg);
   pos = putField(entry, pos, TAG_RES_VERSION, v);
-  entry[pos++] = TAG_RES_ANY;
-  pos = putVarint(entry, pos, any);
-  pos = putField(entry, pos, TAG_ANY_TYPE_URL, url);
-  pos = putField(entry, pos, TAG_ANY_VALUE, r.value);
+  pos = putAny(entry, pos, TAG_RES_ANY, url, r.value);
   pos = putField(entry, pos, TAG_RES_NAME, name);
   if (pos !== entry.length) throw new Error(`delta Resource size mismatch: ${pos} of ${entry.length}`);
   return { name: r.name, version, entry };
@@ -227,7 +206,7 @@ export class DeltaEncoder {
     let total = fieldSize(sys.length) + fieldSize(url.length);
     for (const e of added) total += e.entry.length;
     for (const b of removedBytes) total += fieldSize(b.length);
-    if (ident) total += fieldSize(fieldSize(ident.length));
+    if (ident) total += controlPlaneSize(ident);
     const out = Buffer.allocUnsafe(total);
     let pos = putField(out, 0, TAG_SYSTEM_VERSION, sys);
     for (const e of added) {
@@ -236,11 +215,7 @@ export class DeltaEncoder {
     }
     pos = putField(out, pos, TAG_TYPE_URL, url);
     for (const b of removedBytes) pos = putField(out, pos, TAG_REMOVED, b);
-    if (ident) {
-      out[pos++] = TAG_CONTROL_PLANE;
-      pos = putVarint(out, pos, fieldSize(ident.length));
-      pos = putField(out, pos, TAG_IDENTIFIER, ident);
-    }
+    if (ident) pos = putControlPlane(out, pos, TAG_CONTROL_PLANE, ident);
     if (pos !== total) throw new Error(`DeltaDiscoveryResponse size mismatch: ${pos} of ${total}`);
     return { bytes: out, added: added.length, removed, names: added.map((e) => e.name), shared };
   }

@@ -322,7 +322,7 @@ t.test(
     for (const [what, text] of Object.entries(refused)) {
       const dir = tempDir(t);
       put(dir, 'example.yaml', text);
-      const validate = await run(['ratelimit/config-cli/cli.ts', 'validate', join(dir, 'example.yaml')]);
+      const validate = await run(['cli/ratelimit-config/cli.ts', 'validate', join(dir, 'example.yaml')]);
       t.equal(validate.code, 1, `${what}: ratelimit-config validate refuses it`);
       // `error: <file> (document 1, line N) <field>: <message>`: the validator's words after the place.
       // For a custom resource the command line names the field from the manifest's root (spec.),

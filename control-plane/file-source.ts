@@ -20,10 +20,14 @@ import { join, relative } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { RATELIMIT_CONFIG_TYPE_URL } from '../proto/index.js';
 import {
+  checkDocument,
   checkYamlDocument,
   checkYamlText,
   compileConfig,
   fieldsLostOverXds,
+  manifestDocument,
+  resolveDomainClaims,
+  type DomainClaim,
   type LoadOptions,
   type ParsedConfigSource,
 } from '../ratelimit/config/index.js';
@@ -84,6 +88,8 @@ function isObject(v: unknown): v is Record<string, any> {
 /** One document of a file: `name` is the xDS resource name, `source` names file and resource for messages. */
 export interface FileConfigSource extends ParsedConfigSource {
   readonly source: string;
+  /** A RateLimitConfig resource: what the domain rule reads of it. */
+  readonly manifest?: { readonly createdMs?: number; readonly mergeDomain: boolean };
 }
 
 /** Parses one file into config sources: custom resources (spec) or plain ratelimit documents. */
@@ -118,7 +124,16 @@ export function parseConfigFile(displayName: string, text: string): FileConfigSo
         typeof meta.namespace === 'string' && meta.namespace !== ''
           ? `${meta.namespace}/${meta.name}`
           : meta.name;
-      out.push({ name, source: `${where} (${RATELIMIT_CRD_KIND} ${name})`, document: value.spec ?? {} });
+      const created = typeof meta.creationTimestamp === 'string' ? Date.parse(meta.creationTimestamp) : NaN;
+      out.push({
+        name,
+        source: `${where} (${RATELIMIT_CRD_KIND} ${name})`,
+        document: manifestDocument(value.spec),
+        manifest: {
+          ...(Number.isNaN(created) ? {} : { createdMs: created }),
+          mergeDomain: isObject(value.spec) && value.spec.mergeDomain === true,
+        },
+      });
     } else {
       out.push({ name: where, source: where, document: value });
     }
@@ -126,6 +141,52 @@ export function parseConfigFile(displayName: string, text: string): FileConfigSo
   // An empty file (or only comments, or only null documents) is read as the service reads it: an
   // empty map, which the validator refuses for its empty domain, never "no configuration".
   if (out.length === 0) out.push({ name: displayName, source: displayName, document: null });
+  return out;
+}
+
+interface ManifestClaim extends DomainClaim {
+  readonly src: FileConfigSource;
+}
+
+/**
+ * RateLimitConfig resources as the operator serves them: each checked on its own, then the domain rule
+ * (resolveDomainClaims: the oldest claim owns a domain; others join it only when both set mergeDomain),
+ * one resource per domain named after its owner. A claim the rule refuses is an error, as
+ * `ratelimit-config validate` reports it. Plain documents pass through unchanged.
+ */
+export function applyDomainRule(sources: readonly FileConfigSource[]): FileConfigSource[] {
+  const claims: ManifestClaim[] = [];
+  const out: FileConfigSource[] = [];
+  for (const s of sources) {
+    if (!s.manifest) {
+      out.push(s);
+      continue;
+    }
+    const { errors, document } = checkDocument(s.source, s.document);
+    if (document === undefined) throw errors[0] ?? new Error(`${s.source}: invalid`);
+    claims.push({
+      key: s.name,
+      ...(s.manifest.createdMs === undefined ? {} : { createdMs: s.manifest.createdMs }),
+      domain: document.domain,
+      descriptors: document.descriptors ?? [],
+      mergeDomain: s.manifest.mergeDomain,
+      src: s,
+    });
+  }
+  for (const r of resolveDomainClaims(claims)) {
+    const refused = r.rejected[0];
+    if (refused) throw new Error(`${refused.claim.src.source}: ${refused.reason}: ${refused.message}`);
+    const owner = r.members[0]!;
+    out.push(
+      r.members.length === 1
+        ? owner.src
+        : {
+            name: owner.src.name,
+            source: r.members.map((m) => m.src.source).join(' + '),
+            document: r.document,
+          },
+    );
+  }
   return out;
 }
 
@@ -298,7 +359,7 @@ export class DirectoryConfigSource extends EventEmitter<DirectorySourceEvents> {
 
     const display = (p: string) => relative(this.opts.dir, p) || p;
     try {
-      const sources = files.flatMap((f) => parseConfigFile(display(f.path), f.text));
+      const sources = applyDomainRule(files.flatMap((f) => parseConfigFile(display(f.path), f.text)));
       const validate = this.opts.validate ?? compileConfig;
       // Validated under file-based names, so messages point at the file to fix.
       validate(

@@ -2,7 +2,7 @@
 import { parseArgs } from 'node:util';
 import { Registry } from 'prom-client';
 import { cliLogOptions, createLogger, EndpointServer, metricsEndpoint } from '../common/index.js';
-import { InMemorySnapshotCache } from './cache.js';
+import { DEFAULT_NODE, InMemorySnapshotCache } from './cache.js';
 import { DirectoryConfigSource } from './file-source.js';
 import { registerAdsMetrics, registerSourceMetrics } from './metrics.js';
 import { AdsServer, DEFAULT_LISTEN } from './server.js';
@@ -117,10 +117,28 @@ export async function main(argv: string[]): Promise<number> {
     );
   }
 
+  // `ready` (a line the e2e harness and humans wait for) only once the folder's default snapshot has
+  // loaded: until then a service pointed here would get nothing.
+  let ready = false;
+  const announce = () => {
+    if (ready) return;
+    ready = true;
+    log.info({ port: server.port, dir: values.dir }, 'ratelimit-control-plane ready');
+  };
+  let defaultLoaded = false;
+  source.on('loaded', (e) => {
+    if (e.node !== DEFAULT_NODE) return;
+    defaultLoaded = true;
+    if (server.port > 0) announce();
+  });
   await source.start();
   await server.start();
-  // A line the e2e harness and humans can wait for.
-  log.info({ port: server.port, dir: values.dir }, 'ratelimit-control-plane ready');
+  if (defaultLoaded) announce();
+  else
+    log.warn(
+      { port: server.port, dir: values.dir },
+      `listening on port ${server.port}, serving nothing until ${values.dir} holds a valid config`,
+    );
 
   await new Promise<void>((resolve) => {
     const stop = (signal: string) => {

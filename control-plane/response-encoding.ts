@@ -8,44 +8,14 @@
 //
 // DiscoveryResponse (envoy.service.discovery.v3): version_info = 1, resources = 2 (google.protobuf.Any:
 // type_url = 1, value = 2), type_url = 4, nonce = 5, control_plane = 6 (ControlPlane: identifier = 1).
-import { varintSize } from '../proto/index.js';
 import type { Resource, ResourceSet } from './cache.js';
+import { anySize, controlPlaneSize, fieldSize, putAny, putControlPlane, putField } from './wire.js';
 
 const TAG_VERSION = 0x0a; // field 1, length-delimited
 const TAG_RESOURCES = 0x12; // field 2
 const TAG_TYPE_URL = 0x22; // field 4
 const TAG_NONCE = 0x2a; // field 5
 const TAG_CONTROL_PLANE = 0x32; // field 6
-const TAG_ANY_TYPE_URL = 0x0a; // Any.type_url = 1
-const TAG_ANY_VALUE = 0x12; // Any.value = 2
-const TAG_IDENTIFIER = 0x0a; // ControlPlane.identifier = 1
-
-/** Size of a length-delimited field with a payload of `len` bytes. */
-function fieldSize(len: number): number {
-  return 1 + varintSize(len) + len;
-}
-
-class Out {
-  pos = 0;
-  constructor(readonly buf: Buffer) {}
-  varint(n: number): void {
-    while (n >= 0x80) {
-      this.buf[this.pos++] = (n % 128) | 0x80;
-      n = Math.floor(n / 128);
-    }
-    this.buf[this.pos++] = n;
-  }
-  bytes(tag: number, b: Uint8Array): void {
-    this.buf[this.pos++] = tag;
-    this.varint(b.length);
-    this.buf.set(b, this.pos);
-    this.pos += b.length;
-  }
-  header(tag: number, len: number): void {
-    this.buf[this.pos++] = tag;
-    this.varint(len);
-  }
-}
 
 /** One resource set's response, shared by every stream that is sent it. */
 export interface EncodedResponse {
@@ -76,29 +46,18 @@ export function encodeResponse(
   };
   const features = new Set<string>();
   let total = fieldSize(version.length) + fieldSize(typeUrl.length) + fieldSize(nonceBytes.length);
-  if (ident) total += fieldSize(fieldSize(ident.length));
-  const values: Uint8Array[] = new Array(set.resources.length);
+  if (ident) total += controlPlaneSize(ident);
   for (let i = 0; i < set.resources.length; i++) {
     const r = set.resources[i];
-    const value = r.value;
-    values[i] = value;
-    total += fieldSize(fieldSize(urlOf(r).length) + fieldSize(value.length));
+    total += fieldSize(anySize(urlOf(r), r.value));
     for (const f of r.requiredFeatures ?? []) features.add(f);
   }
-  const out = new Out(Buffer.allocUnsafe(total));
-  out.bytes(TAG_VERSION, version);
-  for (let i = 0; i < set.resources.length; i++) {
-    const url = urlOf(set.resources[i]);
-    out.header(TAG_RESOURCES, fieldSize(url.length) + fieldSize(values[i].length));
-    out.bytes(TAG_ANY_TYPE_URL, url);
-    out.bytes(TAG_ANY_VALUE, values[i]);
-  }
-  out.bytes(TAG_TYPE_URL, typeUrl);
-  out.bytes(TAG_NONCE, nonceBytes);
-  if (ident) {
-    out.header(TAG_CONTROL_PLANE, fieldSize(ident.length));
-    out.bytes(TAG_IDENTIFIER, ident);
-  }
-  if (out.pos !== total) throw new Error(`DiscoveryResponse size mismatch: ${out.pos} of ${total}`);
-  return { version: set.version, nonce, bytes: out.buf, requiredFeatures: [...features].sort() };
+  const buf = Buffer.allocUnsafe(total);
+  let pos = putField(buf, 0, TAG_VERSION, version);
+  for (const r of set.resources) pos = putAny(buf, pos, TAG_RESOURCES, urlOf(r), r.value);
+  pos = putField(buf, pos, TAG_TYPE_URL, typeUrl);
+  pos = putField(buf, pos, TAG_NONCE, nonceBytes);
+  if (ident) pos = putControlPlane(buf, pos, TAG_CONTROL_PLANE, ident);
+  if (pos !== total) throw new Error(`DiscoveryResponse size mismatch: ${pos} of ${total}`);
+  return { version: set.version, nonce, bytes: buf, requiredFeatures: [...features].sort() };
 }

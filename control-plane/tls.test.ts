@@ -5,6 +5,7 @@ import { copyFileSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { connect, type TLSSocket } from 'node:tls';
 import { X509Certificate } from 'node:crypto';
+import { silentLogger } from '../common/index.js';
 import { makeCerts, type Certs } from '../harness/tls.js';
 import { makeTempDir, removeTempDir } from '../harness/net.js';
 import { InMemorySnapshotCache } from './cache.js';
@@ -87,7 +88,7 @@ t.test('a rotated certificate and CA are served to new connections without a res
     cache: new InMemorySnapshotCache(),
     listen: '127.0.0.1:0',
     tls: { ...files, reloadIntervalMs: 50 },
-    logger: { debug() {}, info: log('info'), warn: log('warn'), error: log('error') },
+    logger: { ...silentLogger, info: log('info'), warn: log('warn'), error: log('error') },
   });
   await server.start();
   t.teardown(() => server.close());
@@ -128,7 +129,7 @@ t.test('files that make no TLS context are refused at start, naming the problem'
   t.teardown(() => c.remove());
   const dir = makeTempDir('rl-xds-tls');
   t.teardown(() => removeTempDir(dir));
-  const silent = { debug() {}, info() {}, warn() {}, error() {} };
+  const silent = silentLogger;
   const garbage = join(dir, 'garbage.pem');
   writeFileSync(garbage, 'not a certificate');
   t.throws(() => new ReloadingTlsFiles({ certFile: garbage, keyFile: c.keyPath }, silent));

@@ -5,7 +5,7 @@ import t from 'tap';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { settingsDefaults } from '../ratelimit/config-cli/service-help.js';
+import { settingsDefaults } from '../cli/service-help.js';
 
 const page = readFileSync(join(dirname(fileURLToPath(import.meta.url)), 'settings.md'), 'utf8');
 const documented = new Set<string>();

@@ -9,7 +9,7 @@ import { freePort } from '../harness/net.js';
 import { startReferenceService } from '../harness/reference.js';
 import { startRedis } from '../harness/redis/index.js';
 import { descriptor, eventually, startTestApp } from '../ratelimit/test-support.js';
-import { callOnce } from '../ratelimit/client/main.js';
+import { callOnce } from '../cli/ratelimit-client/main.js';
 import { createXdsSource } from '../ratelimit/sources/index.js';
 
 const fixed = (rpu: number) => ({

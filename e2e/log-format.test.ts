@@ -161,11 +161,11 @@ for (const [format, host] of [
       ] as const) {
         const e = await svc.waitFor(
           format,
-          new RegExp(`^listening for ${name} on `),
+          new RegExp(`^Listening for ${name} on '`),
           `the ${name} listening line`,
         );
-        t.equal(e.level, 'info', `${name}: a lifecycle event at info`);
-        t.match(e.message, `on ${host}:${port}`, `${name}: the bound address, as bound`);
+        t.equal(e.level, 'warning', `${name}: at warning, as the reference logs it`);
+        t.match(e.message, `on '${host}:${port}'`, `${name}: the bound address, as bound`);
       }
       const applied = await svc.waitFor(format, /^xDS config applied/, 'the xDS applied line');
       t.equal(String(applied.fields.version), firstVersion, 'the service names the version it applied');
@@ -181,8 +181,8 @@ for (const [format, host] of [
         new RegExp(`^xDS config applied: version ${secondVersion}$`),
         'the reload applied',
       );
-      const summary = await svc.waitFor(format, /^configuration reloaded/, 'the service reload line');
-      t.equal(summary.level, 'info');
+      const summary = await svc.waitFor(format, /^configuration applied/, 'the service reload line');
+      t.equal(summary.level, 'warning', 'an applied edit shows at the default level');
 
       // A broken file: the rejection is one readable line, its YAML error quoted once.
       writeFileSync(join(dir, 'broken.yaml'), 'domain: broken\ndescriptors:\n  - key: [unclosed\n');

@@ -11,9 +11,9 @@ import { startReferenceService, type ReferenceService } from '../harness/referen
 import { startRedis, type RedisServer } from '../harness/redis/index.js';
 import { eventually, startTestApp, type TestApp } from '../ratelimit/test-support.js';
 import { status as GrpcStatus } from '@grpc/grpc-js';
-import { callOnce } from '../ratelimit/client/main.js';
+import { callOnce } from '../cli/ratelimit-client/main.js';
 import { RateLimitApp } from '../ratelimit/app.js';
-import { createLogger } from '../ratelimit/logging.js';
+import { createLogger } from '../common/index.js';
 import { loadSettings } from '../ratelimit/settings/index.js';
 
 /** Starts the reference on free loopback ports with FILE config from `files`, and waits for its health. */

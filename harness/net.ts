@@ -1,4 +1,4 @@
-// Loopback plumbing shared by the server harnesses (redis.ts, memcached.ts):
+// Loopback plumbing shared by the server harnesses (redis/, memcached.ts):
 // free port allocation, polling with a deadline, and the child processes that listen on those ports.
 // Every process and temp dir created here is tracked, so a test that crashes or forgets to stop
 // still leaves nothing behind: a process.on('exit') safety net SIGKILLs what is left.

@@ -25,6 +25,7 @@ import {
   fieldsLostOverXds,
   compileConfig,
   ConfigError,
+  manifestDocument,
   resolveDomainClaims,
   type DomainClaim,
 } from '../ratelimit/config/index.js';
@@ -112,8 +113,7 @@ export function byAge(a: RateLimitConfigObject, b: RateLimitConfigObject): numbe
 
 /** The ratelimit document of a resource: spec without the operator's own fields. */
 export function specDocument(o: RateLimitConfigObject): Record<string, unknown> {
-  const { mergeDomain: _merge, ...doc } = o.spec ?? {};
-  return doc;
+  return manifestDocument(o.spec);
 }
 
 function errorsMessage(errors: readonly Error[]): string {

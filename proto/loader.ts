@@ -1,7 +1,6 @@
 // Loads our own .proto files joined with the Envoy, xDS, validate and Google protos shipped in
 // @grpc/grpc-js-xds. Our folder comes first on the include path, so our newer definitions win.
 import * as protoLoader from '@grpc/proto-loader';
-import * as grpc from '@grpc/grpc-js';
 import { PROTO_INCLUDE_DIRS } from './paths.js';
 
 export { OWN_PROTO_DIR, PROTO_INCLUDE_DIRS } from './paths.js';
@@ -14,11 +13,6 @@ export const LOADER_OPTIONS: protoLoader.Options = {
   oneofs: true,
   includeDirs: PROTO_INCLUDE_DIRS,
 };
-
-export function loadProtoPackage(files: string[]): grpc.GrpcObject {
-  const def = protoLoader.loadSync(files, LOADER_OPTIONS);
-  return grpc.loadPackageDefinition(def);
-}
 
 export function loadPackageDefinition(files: string[]): protoLoader.PackageDefinition {
   return protoLoader.loadSync(files, LOADER_OPTIONS);

@@ -4,7 +4,7 @@
 import t from 'tap';
 import { loadConfig } from './config/index.js';
 import { RateLimitApp } from './app.js';
-import { createLogger } from './logging.js';
+import { createLogger } from '../common/index.js';
 import { loadSettings } from './settings/index.js';
 import { descriptor, startTestApp } from './test-support.js';
 

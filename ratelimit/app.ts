@@ -1,12 +1,12 @@
 // Wires the service from one Settings object: store -> limiter -> service -> config source -> listeners.
 // No globals: tests build the real thing with other settings (ports 0, memory store, a temp dir).
-import type { Logger } from 'pino';
+import type { Logger } from '../common/index.js';
 import { ConfigError, type ConfigFeature, type RateLimitConfig } from './config/index.js';
 import { RATELIMIT_FEATURES } from '../proto/index.js';
 import { Limiter, LocalOverLimitCache } from './limiter/index.js';
 import { buildCounterStack } from './counter-stack.js';
 import { CircuitBreakerStore, type CounterStore, type WriteBehindCounterStore } from './counting/index.js';
-import { createLogger } from './logging.js';
+import { createLogger } from '../common/index.js';
 import {
   FileConfigProvider,
   type ConfigSource,
@@ -18,7 +18,7 @@ import { OverLimitLog, RateLimitService, type NamedLimitsOptions } from './servi
 import { QuotaServer } from './quota/index.js';
 import type { Env, Settings } from './settings/index.js';
 import { StatsStore, createStatsPipeline, type StatsPipeline } from './stats/index.js';
-import { cacheSpanName, type RateLimitTracing } from './tracing/index.js';
+import type { RateLimitTracing } from './tracing/index.js';
 
 /** How long after the drain time (SHUTDOWN_DRAIN_TIMEOUT) the process exits whatever still hangs. */
 export const SHUTDOWN_EXIT_SLACK_MS = 2000;
@@ -91,20 +91,23 @@ export class RateLimitApp {
       maxNamedLimits: s.namedLimits.statsMaxSeries,
     });
     this.logger = opts.logger ?? createLogger({ level: s.logLevel, format: s.logFormat });
-    const stack = buildCounterStack(s, { stats: this.stats, logger: this.logger, base: opts.store });
+    if (s.tracing.enabled && !opts.tracing)
+      throw new Error('TRACING_ENABLED=true needs the tracing (loadTracing)');
+    this.tracing = s.tracing.enabled ? opts.tracing : undefined;
+    const stack = buildCounterStack(s, {
+      stats: this.stats,
+      logger: this.logger,
+      base: opts.store,
+      tracing: this.tracing,
+    });
     this.store = stack.base;
     this.writeBehind = stack.writeBehind;
+    this.limiterStore = stack.store;
     this.statsPipeline = createStatsPipeline(s.stats, {
       store: this.stats,
       logger: this.logger,
       env: opts.env,
     });
-    if (s.tracing.enabled && !opts.tracing)
-      throw new Error('TRACING_ENABLED=true needs the tracing (loadTracing)');
-    this.tracing = s.tracing.enabled ? opts.tracing : undefined;
-    this.limiterStore = this.tracing
-      ? this.tracing.wrapStore(stack.store, cacheSpanName(s.backendType))
-      : stack.store;
     const limiter = new Limiter({
       store: this.limiterStore,
       stats: this.stats,
@@ -192,7 +195,8 @@ export class RateLimitApp {
       else this.health.fail('config');
     }
     // Startup logs every rule at warning level (as the reference does); later reloads log one summary
-    // line at info and the rules at debug, so a 10k-rule reload does not spend its time logging.
+    // line, `configuration applied`, at warning (so an edit shows at the default level) and the rules at
+    // debug, so a 10k-rule reload does not spend its time logging.
     const first = !this.loggedInitialConfig;
     this.loggedInitialConfig = true;
     const lines = first || this.logger.isLevelEnabled('debug') ? config.dump().split('\n') : [];
@@ -207,7 +211,7 @@ export class RateLimitApp {
       const from = sources?.length
         ? ` from ${sources.slice(0, 10).join(', ')}${sources.length > 10 ? ` and ${sources.length - 10} more` : ''}`
         : '';
-      this.logger.info(`configuration reloaded: ${config.domains.length} domains${from}`);
+      this.logger.warn(`configuration applied: ${config.domains.length} domains${from}`);
     } else if (rules === 0) this.logger.warn('loaded an empty configuration (no domains)');
     this.initialConfig?.resolve();
   }

@@ -2,15 +2,16 @@
 // tools that measure it (bench/micro) stack the same layers in the same order:
 //
 //   limiter
+//     -> tracing                   TRACING_ENABLED: one span per call into the stack
 //     -> WriteBehindCounterStore   CACHE_WRITE_BEHIND_ENABLED (off by default): known keys decided locally
 //     -> CoalescingCounterStore    COALESCE_INCREMENTS (on by default): concurrent hits on a key, one op
 //     -> CircuitBreakerStore       Redis only: a failing shard fails fast, then is probed
 //     -> backend                   RedisCounterStore (with the per-second deployment) | memcache | memory
 //
-// (Tracing, when on, wraps the top of this stack in app.ts.) This file sits above counting/ and the
+// This file sits above counting/ and the
 // backends rather than inside counting/: the backends import counting/'s contract, so a builder that
 // imports the backends from within counting/ would close an import circle.
-import type { Logger } from 'pino';
+import type { Logger } from '../common/index.js';
 import {
   CIRCUIT_STATE_VALUE,
   CacheError,
@@ -24,6 +25,7 @@ import { MemoryCounterStore } from './memory/index.js';
 import { RedisCounterStore } from './redis/index.js';
 import type { Settings } from './settings/index.js';
 import type { StatsStore } from './stats/index.js';
+import { cacheSpanName, type RateLimitTracing } from './tracing/index.js';
 
 export interface BackendDeps {
   logger?: Logger;
@@ -88,14 +90,20 @@ export interface CounterStack {
   readonly base: CounterStore;
   /** CACHE_WRITE_BEHIND_ENABLED: the local-decision layer; closed (and so flushed) before the base. */
   readonly writeBehind?: WriteBehindCounterStore;
-  /** The top of the stack: what the limiter counts in. */
+  /** The top of the stack: what the limiter counts in (traced when tracing is given). */
   readonly store: CounterStore;
 }
 
 /** The layers of the diagram above on `base` (createBackend's by default). */
 export function buildCounterStack(
   s: Settings,
-  deps: { stats: StatsStore; logger?: Logger; base?: CounterStore },
+  deps: {
+    stats: StatsStore;
+    logger?: Logger;
+    base?: CounterStore;
+    /** TRACING_ENABLED: the tracing (loadTracing's); nothing is traced without it. */
+    tracing?: RateLimitTracing;
+  },
 ): CounterStack {
   const base = deps.base ?? createBackend(s, deps);
   // Concurrent hits on one key share one INCRBY (exact per-caller counts); off: one op per request.
@@ -104,7 +112,12 @@ export function buildCounterStack(
   const writeBehind = s.writeBehind.enabled
     ? new WriteBehindCounterStore(coalescing, s.writeBehind, deps.stats)
     : undefined;
-  return { base, writeBehind, store: writeBehind ?? coalescing };
+  const top = writeBehind ?? coalescing;
+  return {
+    base,
+    writeBehind,
+    store: deps.tracing ? deps.tracing.wrapStore(top, cacheSpanName(s.backendType)) : top,
+  };
 }
 
 /** `REDIS 127.0.0.1:7000` -> `ratelimit.redis.REDIS.127_0_0_1_7000.<stat>` (the shard part is one label). */

@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { dirname, join } from 'node:path';
 import { freePort } from '../harness/net.js';
 import { loadSettings, SettingsError, parseGoDuration } from './settings/index.js';
-import { createLogger } from './logging.js';
+import { createLogger } from '../common/index.js';
 import { descriptor, eventually, startTestApp } from './test-support.js';
 import type { CounterOp, CounterStore } from './counting/index.js';
 import { MemoryCounterStore } from './memory/index.js';
@@ -134,7 +134,9 @@ t.test(
       .filter(Boolean)
       .map((l) => JSON.parse(l));
     t.ok(
-      logs.some((l) => l.level === 'info' && /listening for gRPC on 127\.0\.0\.1:/.test(l['@message'])),
+      logs.some(
+        (l) => l.level === 'warning' && /^Listening for gRPC on '127\.0\.0\.1:\d+'$/.test(l['@message']),
+      ),
       'gRPC listener logged',
     );
     t.ok(
@@ -151,7 +153,7 @@ t.test(
       [
         '--import',
         'tsx',
-        join(repo, 'ratelimit/client/cli.ts'),
+        join(repo, 'cli/ratelimit-client/cli.ts'),
         '-dial_string',
         `127.0.0.1:${grpcPort}`,
         '-domain',

@@ -1,6 +1,6 @@
 // The `ratelimit` binary: settings from the environment, then the app, until SIGTERM/SIGINT.
 import { RateLimitApp, SHUTDOWN_EXIT_SLACK_MS } from './app.js';
-import { createLogger } from './logging.js';
+import { createLogger, parseLogLevel } from '../common/index.js';
 import { loadSettings, SettingsError } from './settings/index.js';
 import { createXdsSource } from './sources/index.js';
 import { loadTracing } from './tracing/index.js';
@@ -15,6 +15,13 @@ async function main(): Promise<void> {
       process.exit(2);
     }
     throw err;
+  }
+  if (!parseLogLevel(settings.logLevel)) {
+    // The reference's behaviour and words: a fatal line, exit 1.
+    createLogger({ format: settings.logFormat }).fatal(
+      `Could not parse log level. not a valid logrus Level: ${JSON.stringify(settings.logLevel)}`,
+    );
+    process.exit(1);
   }
   const logger = createLogger({ level: settings.logLevel, format: settings.logFormat });
   const tracing = await loadTracing(settings.tracing, { logger });

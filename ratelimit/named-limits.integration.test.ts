@@ -4,7 +4,7 @@
 // names it, a log line and a per-name statistic count it. With the settings off, none of it appears.
 import t from 'tap';
 import { startRedis } from '../harness/redis/index.js';
-import { createLogger } from './logging.js';
+import { createLogger } from '../common/index.js';
 import { descriptor, roomInWindow, startTestApp } from './test-support.js';
 import { fromStruct } from './service/index.js';
 import type { WireHeader, WireRateLimitRequest } from '../proto/index.js';

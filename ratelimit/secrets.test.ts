@@ -9,7 +9,7 @@ import { freePort } from '../harness/net.js';
 import { startRedis } from '../harness/redis/index.js';
 import { makeCerts } from '../harness/tls.js';
 import { rateLimitServiceDefinition, type WireRateLimitRequest } from '../proto/index.js';
-import { createLogger } from './logging.js';
+import { createLogger } from '../common/index.js';
 import { loadSettings } from './settings/index.js';
 import { startTestApp } from './test-support.js';
 

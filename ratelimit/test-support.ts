@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { rateLimitServiceDefinition } from '../proto/index.js';
 import type { WireRateLimitRequest, WireRateLimitResponse } from '../proto/index.js';
 import { RateLimitApp, type RateLimitAppOptions } from './app.js';
-import { createLogger } from './logging.js';
+import { createLogger } from '../common/index.js';
 import { loadSettings } from './settings/index.js';
 import { loadTracing } from './tracing/index.js';
 

@@ -9,7 +9,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const repo = join(dirname(fileURLToPath(import.meta.url)), '..');
-const SOURCES = ['common', 'proto', 'h2grpc', 'ratelimit', 'control-plane', 'operator'];
+const SOURCES = ['common', 'proto', 'h2grpc', 'ratelimit', 'control-plane', 'operator', 'cli'];
 const CONFIGS = ['tsconfig.json', 'tsconfig.build.json', 'package.json'];
 const STAMP = join(repo, 'dist', '.build-stamp');
 const LOCK = join(repo, '.build.lock');

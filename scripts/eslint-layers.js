@@ -1,5 +1,10 @@
 // The ESLint rule that keeps the folders' layers (eslint.config.js holds the table it enforces):
-// - a product file imports only from its own top-level folder and the layers below it;
+// - a product file imports only from its own folder and the layers below it. A folder of the table is
+//   a top-level folder or one inside it (ratelimit/counting): a file belongs to the deepest folder of
+//   the table that holds it, and a folder inside another may import what the table lists for it plus
+//   what its parent may import from outside the parent (ratelimit/counting: ratelimit/config, and
+//   proto/, h2grpc/, common/ as all of ratelimit/); a parent's own files (ratelimit/app.ts) import
+//   any folder inside it;
 // - test infrastructure (harness/, bench/, e2e/) is imported only by tests and tools, never by product code;
 // - a folder with an index.ts is entered from outside only through it (its public face), test helpers
 //   (testing.ts, test-support.ts) excepted: they stay out of the faces and so out of dist/; a folder may
@@ -56,6 +61,24 @@ function bypassedFace(root, from, target, entries) {
 const top = (path) => path.split('/')[0];
 const under = (path, prefix) => path === prefix || path.startsWith(`${prefix}/`);
 
+/** The deepest folder of the table that holds a path (its layer), or undefined. */
+function layerOf(layers, path) {
+  let best;
+  for (const key of Object.keys(layers))
+    if (under(path, key) && (!best || key.length > best.length)) best = key;
+  return best;
+}
+
+/** What a layer may import: its own entries, then its parent layers' (their imports from outside). */
+function allowedFor(layers, layer) {
+  const allowed = [...layers[layer]];
+  for (let i = layer.lastIndexOf('/'); i > 0; i = layer.lastIndexOf('/', i - 1)) {
+    const parent = layer.slice(0, i);
+    if (Object.hasOwn(layers, parent)) allowed.push(...layers[parent]);
+  }
+  return allowed;
+}
+
 const importsRule = {
   meta: {
     type: 'problem',
@@ -102,11 +125,14 @@ const importsRule = {
       if (infra.includes(toTop) && toTop !== fromTop && !isTest && !isTool) {
         return report(`${toTop}/ is test infrastructure: only tests and tools import it, not ${fromTop}/`);
       }
-      if (isProduct && toTop !== fromTop) {
-        const allowed = layers[fromTop];
-        if (!allowed.some((p) => under(target, p))) {
-          const may = allowed.length ? allowed.map((p) => `${p}/`).join(', ') : 'nothing of ours';
-          return report(`${fromTop}/ may import only ${may} (layers: eslint.config.js), not ${target}`);
+      if (isProduct) {
+        const layer = layerOf(layers, from);
+        if (!under(target, layer)) {
+          const allowed = allowedFor(layers, layer);
+          if (!allowed.some((p) => under(target, p))) {
+            const may = allowed.length ? allowed.map((p) => `${p}/`).join(', ') : 'nothing of ours';
+            return report(`${layer}/ may import only ${may} (layers: eslint.config.js), not ${target}`);
+          }
         }
       }
       // Test helpers (testing.ts, test-support.ts) stay out of the faces so they stay out of dist/.

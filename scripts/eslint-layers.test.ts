@@ -1,6 +1,7 @@
 // The layer rule as eslint.config.js configures it: each case lints a line of source as if it were a
 // file at the given path (the file need not exist) and checks whether layers/imports complains.
 import t from 'tap';
+import { readFileSync } from 'node:fs';
 import { ESLint } from 'eslint';
 
 const eslint = new ESLint({ cwd: process.cwd() });
@@ -21,7 +22,7 @@ const refused: [string, string, RegExp][] = [
   [
     'ratelimit/service/x.ts',
     "import type { A } from '../../control-plane/index.js';",
-    /ratelimit\/ may import only/,
+    /ratelimit\/service\/ may import only/,
   ],
   [
     'control-plane/x.ts',
@@ -49,6 +50,17 @@ const refused: [string, string, RegExp][] = [
     "import { a } from '../proto/ratelimit-config.js';",
     /common\/ may import only nothing of ours/,
   ],
+  [
+    'ratelimit/memory/x.ts',
+    "import { a } from '../limiter/index.js';",
+    /ratelimit\/memory\/ may import only ratelimit\/counting\/, ratelimit\/settings\/, proto\//,
+  ],
+  [
+    'ratelimit/counting/x.ts',
+    "import { a } from '../redis/index.js';",
+    /ratelimit\/counting\/ may import only/,
+  ],
+  ['ratelimit/config/x.ts', "import { a } from '../app.js';", /ratelimit\/config\/ may import only proto\//],
   ['ratelimit/x.ts', "import { a } from '../e2e/harness/tls.js';", /e2e\/ is test infrastructure/],
   ['control-plane/x.ts', "const m = await import('../harness/tls.js');", /harness\/ is test infrastructure/],
   ['operator/x.ts', "import { a } from '../bench/run.js';", /bench\/ is test infrastructure/],
@@ -77,6 +89,9 @@ const allowed: [string, string][] = [
   ['e2e/x.test.ts', "import { a } from '../control-plane/testing.js';"],
   ['crds/generate.ts', "import { a } from '../ratelimit/config/index.js';"],
   ['ratelimit/x.ts', "import { a } from 'node:fs';"],
+  ['ratelimit/counting/x.ts', "import { a } from '../../proto/index.js';"],
+  ['ratelimit/counting/x.ts', "import { a } from '../config/index.js';"],
+  ['ratelimit/app.ts', "import { a } from './redis/index.js';"],
 ];
 
 for (const [path, code] of allowed) {
@@ -84,3 +99,20 @@ for (const [path, code] of allowed) {
     t.same(await complaints(path, code), []);
   });
 }
+
+t.test("docs/development.md's table of ratelimit/'s folders is the rule's", async (t) => {
+  const inside = (path: string) => path.replace(/^ratelimit\//, '') + '/';
+  const config = await eslint.calculateConfigForFile('ratelimit/app.ts');
+  const layers: Record<string, string[]> = config.rules['layers/imports'][1].layers;
+  const fromRule = Object.entries(layers)
+    .filter(([folder]) => folder.startsWith('ratelimit/'))
+    .map(([folder, may]) => [inside(folder), may.map(inside)]);
+  const page = readFileSync('docs/development.md', 'utf8');
+  const section = page.slice(page.indexOf('| Folder of `ratelimit/` | May import |'));
+  const fromDocs = [...section.matchAll(/^\| `([a-z-]+\/)` \| (.*) \|$/gm)].map(([, folder, may]) => [
+    folder,
+    may === 'nothing of `ratelimit/`' ? [] : may.split(', ').map((m) => m.replace(/`/g, '')),
+  ]);
+  t.ok(fromRule.length > 0);
+  t.same(fromDocs, fromRule);
+});

@@ -16,7 +16,7 @@ import type { AddressInfo } from 'node:net';
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../../ratelimit/config/index.js';
 import { Limiter } from '../../ratelimit/limiter/index.js';
-import { createLogger } from '../../ratelimit/logging.js';
+import { createLogger } from '../../common/index.js';
 import { MemoryCounterStore } from '../../ratelimit/memory/index.js';
 import type { WireRateLimitRequest } from '../../proto/index.js';
 import { RateLimitService } from '../../ratelimit/service/index.js';

@@ -1,5 +1,5 @@
 // Phase `xds` (standalone, ours only): our AdsServer on core 0 and N XdsConfigClients on core 1
-// (xds-bench.ts); a 100-descriptor config changes a few times; time until the 1st, 50th and last client ACKed.
+// (xds-fanout-process.ts); a 100-descriptor config changes a few times; time until the 1st, 50th and last client ACKed.
 import { spawn } from 'node:child_process';
 import { stat } from '../harness/measure.js';
 import type { Figure } from '../report/table.js';

@@ -7,6 +7,17 @@
 // newer claim a DescriptorConflict, as a whole.
 import { compositeKey } from './validate.js';
 
+/**
+ * The ratelimit document of a RateLimitConfig resource's spec: the spec without the resource's own field
+ * (mergeDomain, which the domain rule reads). The operator, the standalone control plane and
+ * `ratelimit-config` all read a resource through this, so they accept the same resources.
+ */
+export function manifestDocument(spec: unknown): Record<string, unknown> {
+  if (spec === null || typeof spec !== 'object' || Array.isArray(spec)) return {};
+  const { mergeDomain: _merge, ...doc } = spec as Record<string, unknown>;
+  return doc;
+}
+
 export interface DomainClaim {
   /** `namespace/name` of a resource (or any unique name): the tie-breaker and the name in messages. */
   readonly key: string;

@@ -10,6 +10,7 @@ export { checkedBuffers, checkedEntry, toCheckedDocument, type CheckedDocument }
 export { checkDocument } from './validate.js';
 export {
   compareClaimAge,
+  manifestDocument,
   resolveDomainClaims,
   type DomainClaim,
   type DomainResolution,

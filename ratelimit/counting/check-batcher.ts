@@ -24,6 +24,34 @@ interface Group {
   readonly indices: number[];
 }
 
+/** Hands each check of the group its verdict; a check's own error fails only its request. */
+function settleGroup(g: Group, results: readonly (LimitVerdict | Error)[]): void {
+  for (let k = 0; k < g.checks.length; k++) {
+    const r = g.owners[k]!;
+    if (r.settled) continue;
+    const v = results[k]!;
+    if (v instanceof Error) {
+      r.settled = true;
+      r.reject(v);
+      continue;
+    }
+    r.verdicts[g.indices[k]!] = v;
+    if (--r.remaining === 0) {
+      r.settled = true;
+      r.resolve(r.verdicts);
+    }
+  }
+}
+
+/** A failed store call fails every request with a check in it, whole. */
+function failGroup(g: Group, err: unknown): void {
+  for (const r of g.owners) {
+    if (r.settled) continue;
+    r.settled = true;
+    r.reject(err);
+  }
+}
+
 export class CheckBatcher {
   private queue: Request[] = [];
   /** Store calls sent and not yet settled. */
@@ -85,24 +113,8 @@ export class CheckBatcher {
         continue;
       }
       this.send(g.checks).then(
-        (verdicts) => {
-          for (let k = 0; k < g.checks.length; k++) {
-            const r = g.owners[k]!;
-            if (r.settled) continue;
-            r.verdicts[g.indices[k]!] = verdicts[k]!;
-            if (--r.remaining === 0) {
-              r.settled = true;
-              r.resolve(r.verdicts);
-            }
-          }
-        },
-        (err: unknown) => {
-          for (const r of g.owners) {
-            if (r.settled) continue;
-            r.settled = true;
-            r.reject(err);
-          }
-        },
+        (verdicts) => settleGroup(g, verdicts),
+        (err: unknown) => failGroup(g, err),
       );
     }
   };
@@ -113,30 +125,8 @@ export class CheckBatcher {
     const call = storeCall(() => inner.evaluateEach!(g.checks));
     call.then(this.settledOne, this.settledOne);
     call.then(
-      (results) => {
-        for (let k = 0; k < g.checks.length; k++) {
-          const r = g.owners[k]!;
-          if (r.settled) continue;
-          const v = results[k]!;
-          if (v instanceof Error) {
-            r.settled = true;
-            r.reject(v);
-            continue;
-          }
-          r.verdicts[g.indices[k]!] = v;
-          if (--r.remaining === 0) {
-            r.settled = true;
-            r.resolve(r.verdicts);
-          }
-        }
-      },
-      (err: unknown) => {
-        for (const r of g.owners) {
-          if (r.settled) continue;
-          r.settled = true;
-          r.reject(err);
-        }
-      },
+      (results) => settleGroup(g, results),
+      (err: unknown) => failGroup(g, err),
     );
   }
 

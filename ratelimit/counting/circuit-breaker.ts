@@ -13,7 +13,7 @@
 // Hand-written: the npm breakers (opossum, cockatiel) wrap one function with per-call closures and
 // timers and count failures as rates over time windows; here a shard is chosen per key, the probe is
 // a PING rather than a real decision, and the closed path must cost no allocation.
-import type { Logger } from 'pino';
+import type { Logger } from '../../common/index.js';
 import {
   CacheError,
   type CounterOp,

@@ -1,4 +1,7 @@
-// The counter store abstraction: where fixed-window counters live (Redis, memcache, memory).
+// The counter-store contract between the limiter and a backend (Redis, memcache, memory): fixed-window
+// counters incremented by key (increment), and the other algorithms decided atomically per descriptor
+// (evaluate, algorithms.ts). The layers of counting/ implement it over a backend; counter-stack.ts
+// stacks them.
 
 /** The limits of one descriptor for one request, as sent to the store (and to the script). */
 export interface LimitCheck {
@@ -68,7 +71,6 @@ export interface CounterStore {
   close(): Promise<void>;
 }
 
-/** A counter store failure: answered as an error and counted as should_rate_limit.redis_error. */
 /**
  * A key the backend cannot store (memcached's key rules): the caller's descriptor is at fault, not the
  * store, so the service answers it as an invalid request and no failure mode applies.
@@ -80,6 +82,7 @@ export class KeyRejectedError extends Error {
   }
 }
 
+/** A counter store failure: answered as an error and counted as should_rate_limit.redis_error. */
 export class CacheError extends Error {
   constructor(
     message: string,

@@ -1,11 +1,11 @@
 // The fixed-window decision: counts hits per cache key in the store and turns the counts into
 // per-descriptor statuses and rule statistics exactly as the reference's base limiter does.
 // Rules with another algorithm or several limits (rule.scripted) go to the store's evaluate (one
-// atomic call per descriptor, algorithms.ts) in parallel with the fixed-window increments.
+// atomic call per descriptor, counting/algorithms.ts) in parallel with the fixed-window increments.
 import type { FailureMode, LimitMatch, LimitSpec, RateLimitRule } from '../config/index.js';
 import type { WireDescriptorStatus, WireRateLimit } from '../../proto/index.js';
 import type { StatsStore } from '../stats/index.js';
-import { buildLimitCheck, taggedKeyBase } from './algorithms.js';
+import { buildLimitCheck, taggedKeyBase } from '../counting/index.js';
 import { cacheKey } from './cache-key.js';
 import { VerdictStatuses } from './verdict-status.js';
 import type { LocalOverLimitCache } from './local-cache.js';

@@ -1,4 +1,4 @@
-// Turns a store verdict for one descriptor (algorithms.ts) into its status and rule statistics.
+// Turns a store verdict for one descriptor (counting/algorithms.ts) into its status and rule statistics.
 // The reported limit is the one that rejected the hit, or when admitted the one with the least
 // remaining: what X-RateLimit-* headers should show. Admission is all or nothing per hit, so unlike
 // fixed windows a hit is either within_limit or over_limit, never split between them.
@@ -6,7 +6,7 @@ import type { LimitMatch, LimitSpec } from '../config/index.js';
 import type { WireDescriptorStatus, WireRateLimit } from '../../proto/index.js';
 import type { StatsStore } from '../stats/index.js';
 import type { LimitVerdict } from '../counting/index.js';
-import { limitCapacity } from './algorithms.js';
+import { limitCapacity } from '../counting/index.js';
 
 export class VerdictStatuses {
   private readonly wireLimits = new WeakMap<LimitSpec, WireRateLimit>();

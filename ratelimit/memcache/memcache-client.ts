@@ -3,7 +3,7 @@
 //
 // Node selection is gomemcache's (the reference's client): CRC-32 (IEEE) of the key modulo the number of
 // servers, in the order given. So our pods and reference pods given the same node list pick the same
-// node for a key, and every instance must be given an identical list (as the spec requires).
+// node for a key, and every instance must be given an identical list (as the reference requires).
 import { connect as netConnect, type Socket } from 'node:net';
 import { connect as tlsConnect, type ConnectionOptions } from 'node:tls';
 

@@ -7,7 +7,7 @@
 // decision uses the count it returns: exact under concurrency, for one extra round trip on a new key.
 // Pods of both implementations given the same node list still share the same counters.
 import type { ConnectionOptions } from 'node:tls';
-import type { Logger } from 'pino';
+import type { Logger } from '../../common/index.js';
 import { clientTlsOptions } from '../../common/index.js';
 import { CacheError, KeyRejectedError, type CounterOp, type CounterStore } from '../counting/index.js';
 import type { Settings } from '../settings/index.js';

@@ -7,7 +7,7 @@
 // are evicted until it does: an evicted key starts again from 0, so under that pressure the store may
 // admit more than a limit, never less.
 import { DEFAULT_MEMORY_MAX_BYTES } from '../settings/index.js';
-import { evaluateLimitCheck, type NumberSlots } from '../limiter/index.js';
+import { evaluateLimitCheck, type NumberSlots } from '../counting/index.js';
 import {
   keyBytes,
   type CounterOp,

@@ -6,7 +6,7 @@
 // RLQS_MAX_BUCKETS buckets, RLQS_MAX_BUCKETS_PER_STREAM per stream, and buckets idle past
 // RLQS_IDLE_TIMEOUT are abandoned (AbandonAction) and forgotten.
 import { createHash } from 'node:crypto';
-import type { Logger } from 'pino';
+import type { Logger } from '../../common/index.js';
 import type {
   RequestBounds,
   WireBucketAction,

@@ -1,6 +1,6 @@
 // REDIS_TIMEOUT per request instead of per command: ioredis' `commandTimeout` arms and clears a timer for
-// every command, 16 for a request with 8 descriptors, which measured as ~20% of the service's CPU on that
-// workload. Here each request's promise is bounded by one sweep timer shared by every request in flight.
+// every command, 16 for a request with 8 descriptors, a large share of the service's CPU
+// (docs/decisions/007-hot-path-shapes.md). Here each request's promise is bounded by one sweep timer shared by every request in flight.
 import { CacheError } from '../counting/index.js';
 
 interface Entry {
@@ -14,7 +14,7 @@ export class RequestDeadlines {
   // The requests in flight in a ring, in deadline order (one timeout for all, so insertion order), so a
   // sweep stops at the first live entry. Not a Set: a Set that every request enters and leaves
   // reallocates its table as it churns, a table the long-lived Set keeps across young-generation GCs
-  // (measured: about 60 bytes promoted per call). The ring only grows, to the most requests in flight
+  // and so promotes bytes on every call. The ring only grows, to the most requests in flight
   // within one timeout; a settled request empties its slot at once, so nothing it holds outlives it.
   private ring: (Entry | undefined)[] = new Array<Entry | undefined>(64).fill(undefined);
   private head = 0;

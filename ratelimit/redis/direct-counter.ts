@@ -2,8 +2,8 @@
 // written as RESP on a connection of our own, replies read by resp-reader.ts.
 //
 // Why by hand: ioredis builds a Command object, a promise and an argument array per command and
-// dispatches every reply through its queue: 6.0-6.6 µs of CPU per INCRBY + EXPIRE pair, measured, against
-// 1.3 µs for the same bytes written and read here. A request with 8 descriptors sends 16 commands, so this
+// dispatches every reply through its queue, several times the CPU of the same bytes written and read
+// here (docs/decisions/007-hot-path-shapes.md). A request with 8 descriptors sends 16 commands, so that
 // was most of the decision's CPU. The commands and their order are the same as the ioredis
 // path's, byte for byte what the reference sends.
 //
@@ -16,7 +16,7 @@ import { createHash } from 'node:crypto';
 import { isIP, connect as netConnect, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import type { Redis } from 'ioredis';
-import type { Logger } from 'pino';
+import type { Logger } from '../../common/index.js';
 import {
   CacheError,
   MAX_OP_HITS,

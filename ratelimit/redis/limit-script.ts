@@ -1,6 +1,6 @@
 // The per-descriptor limit script: every limit of one descriptor checked and, when all admit the
 // hit, counted, atomically in one call. Semantics, key layout and argument layout are documented in
-// ratelimit/limiter/algorithms.ts, whose evaluateLimitCheck is the same computation in TypeScript
+// ratelimit/counting/algorithms.ts, whose evaluateLimitCheck is the same computation in TypeScript
 // (for the memory backend); change both together.
 //
 // Loaded once per connection by ioredis (the first call on a connection sends EVAL, later calls
@@ -219,9 +219,9 @@ interface QueuedCall {
 /**
  * The script calls of one event-loop turn, written to Redis together, with the batching layers' timing
  * (`scheduleTurnFlush`: at the end of the callback when none of these calls is in flight, at the turn's
- * end while one is). Sent as they came, calls left in one socket write per request or two: ~10x the
- * write and read syscalls per decision on both sides (measured: 0.27–0.37 Redis reads per decision
- * against 0.03 for fixed windows, `bench/` phase `algorithms`). The flush corks a single connection's
+ * end while one is). Sent as they came, calls left in one socket write per request or two: many times
+ * the write and read system calls per decision of fixed windows, on both sides
+ * (docs/decisions/007-hot-path-shapes.md). The flush corks a single connection's
  * stream so the whole batch is one writev; on a cluster ioredis routes each call to its node as before.
  */
 class TurnBatch {

@@ -2,7 +2,7 @@
 // reference's commands are sent (per counter `INCRBY key hits` + `EXPIRE key seconds`), the optional
 // implicit pipeline that batches the commands of concurrent requests, health, and the startup wait.
 import type { Cluster, Redis } from 'ioredis';
-import type { Logger } from 'pino';
+import type { Logger } from '../../common/index.js';
 import {
   CacheError,
   MAX_OP_HITS,
@@ -272,7 +272,7 @@ export class RedisDeployment {
   /**
    * INCRBY and EXPIRE per op as plain commands on the one connection: they are written in order and
    * answered in order, one round trip per request as the reference's pipeline. ioredis' Pipeline
-   * object costs more CPU than the two commands (measured: 33 vs 24 µs per op at 32 in flight) and
+   * object costs more CPU than the two commands (docs/decisions/007-hot-path-shapes.md) and
    * lived long enough to be promoted, lengthening every scavenge. When a command fails, every op is
    * settled on its own (eachSettled): an error reply fails its op only.
    */

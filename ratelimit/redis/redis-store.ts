@@ -1,7 +1,7 @@
 // Counters in Redis with the reference's commands and key format: per descriptor one
 // INCRBY key hits and one EXPIRE key seconds, all descriptors of a request in one pipeline.
 // With REDIS_PERSECOND, SECOND-unit counters go to a second deployment, everything else to the first.
-import type { Logger } from 'pino';
+import type { Logger } from '../../common/index.js';
 import type { Cluster, Redis } from 'ioredis';
 import type { CounterOp, LimitCheck, LimitVerdict, ShardedStore } from '../counting/index.js';
 import type { RedisSettings, TlsFiles } from '../settings/index.js';

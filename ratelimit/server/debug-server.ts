@@ -5,7 +5,7 @@
 import { Session } from 'node:inspector/promises';
 import { getHeapSnapshot } from 'node:v8';
 import type { FastifyReply } from 'fastify';
-import type { Logger } from 'pino';
+import type { Logger } from '../../common/index.js';
 import { FastifyListener } from './listener.js';
 import type { RateLimitService } from '../service/index.js';
 import type { StatsStore } from '../stats/index.js';

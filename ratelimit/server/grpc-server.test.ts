@@ -1,4 +1,4 @@
-// The gRPC listener (our gRPC server, h2-grpc.ts, on the HTTP/2 layer of our own, h2/) against two client
+// The gRPC listener (our gRPC server, h2grpc/, on the HTTP/2 layer of our own) against two client
 // implementations, grpc-js and grpc-go (the reference's client_cmd): protocol errors, message compression, size limits, TLS and
 // mutual TLS with the SAN check, max connection age, health Watch, and what a raw HTTP/2 client sees.
 import t from 'tap';

@@ -1,7 +1,7 @@
 // The gRPC listener: envoy.service.ratelimit.v3.RateLimitService, grpc.health.v1.Health and, when
 // RLQS_ENABLED, envoy.service.rate_limit_quota.v3.RateLimitQuotaService, on the small gRPC server of
-// h2-grpc.ts (grpc-js' server cost more CPU per call than the whole decision).
-import type { Logger } from 'pino';
+// h2grpc/ (grpc-js' server costs more CPU per call than the whole decision).
+import type { Logger } from '../../common/index.js';
 import {
   DEFAULT_REQUEST_BOUNDS,
   decodeRateLimitRequest,
@@ -26,6 +26,7 @@ import { type RateLimitService, ServiceError, type ServiceErrorKind } from '../s
 import type { Counter, StatsStore, Timer } from '../stats/index.js';
 import type { MetadataCarrier, RateLimitTracing } from '../tracing/index.js';
 import type { HealthChecker } from './health.js';
+import { listeningLine } from './listener.js';
 import {
   type CallContext,
   type CallHeaders,
@@ -73,6 +74,14 @@ export interface GrpcServerOptions {
 }
 
 const HEALTH_SERVICE = 'grpc.health.v1.Health';
+
+/**
+ * The health service name a liveness probe asks for: SERVING whenever this listener answers, whatever the
+ * config and the cache say. The empty name and the rate limit service's name carry the overall health
+ * (config loaded, cache reachable, not terminating), which is readiness: a kubelet that restarted the pod
+ * on it would turn a Redis outage or a missing config into a crash loop.
+ */
+export const LIVENESS_SERVICE_NAME = 'liveness';
 
 /** grpc.health.v1.HealthCheckResponse.ServingStatus */
 const SERVING = 1;
@@ -190,6 +199,7 @@ export class RateLimitGrpcServer {
   }
 
   private healthStatus(service: string): number {
+    if (service === LIVENESS_SERVICE_NAME) return SERVING;
     if (service !== '' && service !== RLS_SERVICE_NAME) return SERVICE_UNKNOWN;
     return this.healthy ? SERVING : NOT_SERVING;
   }
@@ -199,7 +209,9 @@ export class RateLimitGrpcServer {
     const now = this.opts.health.isHealthy();
     if (now === this.healthy) return;
     this.healthy = now;
-    for (const w of this.watchers) w.stream.send(this.healthStatus(w.service));
+    for (const w of this.watchers) {
+      if (w.service !== LIVENESS_SERVICE_NAME) w.stream.send(this.healthStatus(w.service));
+    }
   }
 
   async start(): Promise<string> {
@@ -210,7 +222,7 @@ export class RateLimitGrpcServer {
       const port = await this.server.listen({ host: this.opts.host, port: this.opts.port });
       this.boundAddress = `${this.opts.host}:${port}`;
     }
-    this.opts.logger.info(`listening for gRPC on ${this.boundAddress}`);
+    this.opts.logger.warn(listeningLine('gRPC', this.opts.uds ?? this.boundAddress));
     return this.boundAddress;
   }
 

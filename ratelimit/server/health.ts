@@ -1,4 +1,4 @@
-// Overall health = every enabled component healthy (the spec's states table). Components:
+// Overall health = every enabled component healthy (as the reference's health checker). Components:
 // `cache` (only with REDIS_HEALTH_CHECK_ACTIVE_CONNECTION), `config` (only with
 // HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED), `sigterm` (always; fails once termination starts).
 import { EventEmitter } from 'node:events';

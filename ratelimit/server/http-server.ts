@@ -1,6 +1,7 @@
 // The HTTP listener of the reference: POST /json (proto3 JSON in and out) and /healthcheck.
 import { isUtf8 } from 'node:buffer';
-import type { Logger } from 'pino';
+import type { IncomingMessage } from 'node:http';
+import type { Logger } from '../../common/index.js';
 import type { RequestBounds } from '../../proto/index.js';
 import { FastifyListener } from './listener.js';
 import { type RateLimitService, ServiceError, type ServiceErrorKind } from '../service/index.js';
@@ -28,19 +29,63 @@ export interface HttpServerOptions {
 
 const DEFAULT_BODY_LIMIT = 64 * 1024;
 
+/** What is read and discarded of a body refused before its end (see boundRefusedBody). */
+export const REFUSED_BODY_DRAIN_BYTES = 8 * 1024 * 1024;
+export const REFUSED_BODY_DRAIN_MS = 10_000;
+
+/**
+ * A body refused before it was read to its end (413, or a parse error): a client still writing it reads
+ * the answer only if the server keeps reading, since closing a socket with unread data resets it under
+ * the client. Node's HTTP server reads and discards the rest of a kept-alive request once the response is
+ * sent, without a bound; this bounds it: past REFUSED_BODY_DRAIN_BYTES more bytes or REFUSED_BODY_DRAIN_MS,
+ * the connection is closed (the answer was sent first). A body drained to its end leaves the connection
+ * usable for the next request.
+ */
+function boundRefusedBody(req: IncomingMessage): void {
+  const socket = req.socket;
+  let drained = 0;
+  const stop = () => {
+    clearTimeout(timer);
+    req.removeListener('data', count);
+  };
+  // The answer is flushed before the socket closes (destroySoon ends the writing side first).
+  const cut = () => {
+    stop();
+    if (!req.complete) socket.destroySoon();
+  };
+  const count = (chunk: Buffer) => {
+    drained += chunk.length;
+    if (drained > REFUSED_BODY_DRAIN_BYTES) cut();
+  };
+  const timer = setTimeout(cut, REFUSED_BODY_DRAIN_MS);
+  timer.unref();
+  // Reading it here (rather than leaving it to the server, which discards a request's rest without
+  // emitting it) is what lets it be counted.
+  req.on('data', count);
+  req.once('end', stop);
+  socket.once('close', stop);
+}
+
 export class RateLimitHttpServer extends FastifyListener {
   constructor(private readonly opts: HttpServerOptions) {
     const bodyLimit = opts.bodyLimit ?? DEFAULT_BODY_LIMIT;
     super({ name: 'HTTP', ...opts }, { bodyLimit });
     // Body parse errors (bad JSON, not UTF-8) are the client's: 400 with the reason; a body past the
     // bound is 413, named with its setting. Fastify stops reading such a body when it passes the bound.
-    this.app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, _req, reply) => {
+    this.app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, req, reply) => {
       const code = err.statusCode && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500;
       if (code === 500) opts.logger.error({ err }, 'http handler error');
-      const message =
-        err.code === 'FST_ERR_CTP_BODY_TOO_LARGE'
-          ? `request body larger than ${bodyLimit} bytes (HTTP_MAX_BODY_BYTES)`
-          : err.message;
+      const tooLarge = err.code === 'FST_ERR_CTP_BODY_TOO_LARGE';
+      const message = tooLarge
+        ? `request body larger than ${bodyLimit} bytes (HTTP_MAX_BODY_BYTES)`
+        : err.message;
+      if (!req.raw.complete) {
+        // Fastify asks for `Connection: close` here, and Node then closes the socket right after the
+        // answer with the body's rest unread, which resets the connection under a client still writing:
+        // it never reads the answer. Kept open instead, the rest is read and discarded, within bounds.
+        reply.removeHeader('connection');
+        boundRefusedBody(req.raw);
+      }
       reply.code(code).type('text/plain').send(message);
     });
 

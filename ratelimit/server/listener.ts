@@ -1,8 +1,16 @@
-// The lifecycle the HTTP and debug listeners share: a fastify app started on host:port, logged at info
-// level with the address the socket is bound to, and closed with the app.
+// The lifecycle the HTTP and debug listeners share: a fastify app started on host:port, logged with the
+// address the socket is bound to, and closed with the app.
 import Fastify, { type FastifyInstance } from 'fastify';
-import type { Logger } from 'pino';
+import type { Logger } from '../../common/index.js';
 import { formatBoundAddress } from '../../common/index.js';
+
+/**
+ * The line each listener logs once it is bound, in the reference's words and at its level (warning, so a
+ * start at the default LOG_LEVEL=WARN says where it listens): `Listening for gRPC on '0.0.0.0:8081'`.
+ */
+export function listeningLine(name: 'gRPC' | 'HTTP' | 'debug' | string, address: string): string {
+  return `Listening for ${name} on '${address}'`;
+}
 
 export abstract class FastifyListener {
   readonly app: FastifyInstance;
@@ -16,8 +24,8 @@ export abstract class FastifyListener {
 
   async start(): Promise<string> {
     const address = await this.app.listen({ host: this.listener.host, port: this.listener.port });
-    this.listener.logger.info(
-      `listening for ${this.listener.name} on ${formatBoundAddress(this.app.server.address())}`,
+    this.listener.logger.warn(
+      listeningLine(this.listener.name, formatBoundAddress(this.app.server.address())),
     );
     return address;
   }

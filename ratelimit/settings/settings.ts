@@ -494,7 +494,8 @@ export function loadSettings(env: Env = process.env): Settings {
     configReload: configReloadSettings(r),
   };
 
-  // LocalCacheSizeInBytes is the spelling in the spec's table; the reference reads LOCAL_CACHE_SIZE_IN_BYTES.
+  // LocalCacheSizeInBytes is the spelling of the reference's settings table (its README); the reference
+  // itself reads LOCAL_CACHE_SIZE_IN_BYTES, so both are accepted.
   if (r.raw('LOCAL_CACHE_SIZE_IN_BYTES') === undefined && r.raw('LocalCacheSizeInBytes') !== undefined) {
     s.localCacheSizeInBytes = r.int('LocalCacheSizeInBytes', 0, { min: 0 });
   }

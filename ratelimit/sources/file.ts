@@ -13,7 +13,7 @@ import {
   DEFAULT_YAML_LIMITS,
   type YamlLimits,
 } from '../config/index.js';
-import type { Logger } from 'pino';
+import type { Logger } from '../../common/index.js';
 import { ConfigParsePool } from './parse-pool.js';
 import type { ConfigUpdate } from './source.js';
 

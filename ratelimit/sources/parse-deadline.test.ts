@@ -6,7 +6,7 @@ import { DEFAULT_YAML_LIMITS } from '../config/index.js';
 import { descriptor, eventually, startTestApp } from '../test-support.js';
 import { ConfigParsePool } from './parse-pool.js';
 
-/** The "billion laughs" (also in config/yaml-limits.test.ts). */
+/** A "billion laughs" document (also in config/yaml/limits.test.ts). */
 function billionLaughs(): string {
   let y = 'a0: &a0 ["lol"]\n';
   for (let i = 1; i <= 9; i++)

@@ -65,9 +65,9 @@ export const WORKER_NICE = 10;
 
 if (parentPort) {
   // Nice values are per thread on Linux: setpriority(0) lowers this worker only, so when the pod has one
-  // core the decisions on the main thread win it (CFS weight 1024 against 110 at nice 10: ~90%), and
-  // the parse uses what they leave. Not 19 (weight 15): against any busy thread of the same cgroup the
-  // worker then got ~1.5% of the core, and a 10k-descriptor reload took many seconds on a loaded node.
+  // core the decisions on the main thread win it (CFS weight 1024 against 110 at nice 10), and the parse
+  // uses what they leave. Not 19 (weight 15): against any busy thread of the same cgroup the worker then
+  // gets almost nothing, and a large reload takes far too long (docs/decisions/007-hot-path-shapes.md).
   try {
     setPriority(WORKER_NICE);
   } catch {

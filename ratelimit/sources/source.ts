@@ -1,7 +1,7 @@
 // What a config source is, whatever it reads (files: file.ts; an xDS control plane: xds.ts): it starts,
 // it closes, and it hands each new config, or the error that refused one, to the app. A refused config
 // never replaces the one serving.
-import type { Logger } from 'pino';
+import type { Logger } from '../../common/index.js';
 import type { ConfigFeature, RateLimitConfig } from '../config/index.js';
 import type { Settings } from '../settings/index.js';
 

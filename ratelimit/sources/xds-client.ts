@@ -320,21 +320,43 @@ export class XdsConfigClient extends EventEmitter<XdsConfigClientEvents> {
       error = err instanceof Error ? err.message : String(err);
     }
     if (this.closed) return;
-    const current = call === this.call;
+    this.answer(call === this.call, version, nonce, error, resources.length, (message) =>
+      this.send(
+        call,
+        message === undefined
+          ? { versionInfo: version, responseNonce: nonce }
+          : {
+              versionInfo: this.acked ?? '',
+              responseNonce: nonce,
+              errorDetail: { code: NACK_CODE, message },
+            },
+      ),
+    );
+  }
+
+  /**
+   * The end of applying a response, either protocol's: a valid config is the one the pod runs (announced
+   * on the next stream if this one ended) and is ACKed by `reply()`; an invalid one is NACKed by
+   * `reply(message)` on its stream, if that still runs, while the previous config keeps serving.
+   */
+  private answer(
+    current: boolean,
+    version: string,
+    nonce: string,
+    error: string | undefined,
+    resources: number,
+    reply: (message?: string) => void,
+    logFields: object = {},
+  ): void {
     if (error === undefined) {
-      // Applied: this is what the pod runs, announced on the next stream if this one ended.
       this.acked = version;
-      if (current) this.send(call, { versionInfo: version, responseNonce: nonce });
-      this.log.info({ version, resources: resources.length }, `xDS config applied: version ${version}`);
-      this.emit('config', { version, resources: resources.length });
+      if (current) reply();
+      this.log.info({ version, resources, ...logFields }, `xDS config applied: version ${version}`);
+      this.emit('config', { version, resources });
       if (current) this.emit('ack', { version, nonce });
     } else {
       if (!current) return;
-      this.send(call, {
-        versionInfo: this.acked ?? '',
-        responseNonce: nonce,
-        errorDetail: { code: NACK_CODE, message: error },
-      });
+      reply(error);
       this.log.error({ version, message: error, keepServing: this.acked }, 'xDS config rejected');
       this.emit('nack', { version, nonce, message: error });
     }
@@ -382,27 +404,21 @@ export class XdsConfigClient extends EventEmitter<XdsConfigClientEvents> {
       error = err instanceof Error ? err.message : String(err);
     }
     if (this.closed) return;
-    const current = call === this.call;
-    if (error === undefined) {
-      this.held = next;
-      this.acked = version;
-      if (current) this.sendDelta(call, { responseNonce: nonce });
-      this.log.info(
-        {
-          version,
-          resources: next.size,
-          changed: resp.resources?.length ?? 0,
-          removed: resp.removedResources?.length ?? 0,
-        },
-        `xDS config applied: version ${version}`,
-      );
-      this.emit('config', { version, resources: next.size });
-      if (current) this.emit('ack', { version, nonce });
-    } else {
-      if (!current) return;
-      this.sendDelta(call, { responseNonce: nonce, errorDetail: { code: NACK_CODE, message: error } });
-      this.log.error({ version, message: error, keepServing: this.acked }, 'xDS config rejected');
-      this.emit('nack', { version, nonce, message: error });
-    }
+    if (error === undefined) this.held = next;
+    this.answer(
+      call === this.call,
+      version,
+      nonce,
+      error,
+      next.size,
+      (message) =>
+        this.sendDelta(
+          call,
+          message === undefined
+            ? { responseNonce: nonce }
+            : { responseNonce: nonce, errorDetail: { code: NACK_CODE, message } },
+        ),
+      { changed: resp.resources?.length ?? 0, removed: resp.removedResources?.length ?? 0 },
+    );
   }
 }

@@ -1,7 +1,7 @@
 // Moves statistics from the in-memory store to the sinks every STATS_FLUSH_INTERVAL: counters
 // as deltas (unchanged counters are not sent, like gostats), timers as the samples since the
 // previous flush. The decision path never touches a sink.
-import type { Logger } from 'pino';
+import type { Logger } from '../../common/index.js';
 import type { StatsSink } from './sink.js';
 import type { StatsStore } from './store.js';
 

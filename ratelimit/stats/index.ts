@@ -1,3 +1,5 @@
+// Public face of stats/: the statistics store the service counts in, and its sinks (statsd, DogStatsD,
+// Prometheus, the log), flushed by one pipeline built from the settings.
 export * from './store.js';
 export * from './sink.js';
 export { StatsFlusher, type StatsFlusherOptions } from './flusher.js';

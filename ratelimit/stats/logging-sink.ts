@@ -2,7 +2,7 @@
 // of lyft/gostats' logging sink that the reference uses (src/stats/logger.go):
 //   {"level":"debug","ts":1700000000.123456,"logger":"gostats.loggingsink","msg":"flushing counter",
 //    "json":{"name":"ratelimit.service.config_load_success","type":"counter","value":"1.000000"}}
-import type { Logger } from 'pino';
+import type { Logger } from '../../common/index.js';
 import { gostatsTagSuffix, normalizeTags, type StatsSink, type TimerFlush } from './sink.js';
 
 export class LoggingSink implements StatsSink {

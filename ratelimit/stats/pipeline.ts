@@ -5,7 +5,7 @@
 //   otherwise            -> the log, at debug level (unless Prometheus is the only output)
 //   USE_PROMETHEUS=true  -> in addition, a Prometheus endpoint on PROMETHEUS_ADDR/PROMETHEUS_PATH
 import { readFileSync } from 'node:fs';
-import type { Logger } from 'pino';
+import type { Logger } from '../../common/index.js';
 import type { Env, Settings } from '../settings/index.js';
 import { StatsFlusher } from './flusher.js';
 import { LoggingSink } from './logging-sink.js';

@@ -1,7 +1,7 @@
 // StatsD and DogStatsD over UDP through hot-shots. Counters arrive already aggregated (one line
 // per changed counter per flush); lines are packed into datagrams of at most MAX_DATAGRAM bytes.
 import StatsDClient, { type StatsD } from 'hot-shots';
-import type { Logger } from 'pino';
+import type { Logger } from '../../common/index.js';
 import type { MogrifierMap } from './mogrifier.js';
 import { gostatsTagSuffix, normalizeTags, type StatsSink, type TimerFlush } from './sink.js';
 

@@ -224,7 +224,7 @@ t.test('USE_STATSD=false logs statistics at debug level; DISABLE_STATS sends not
   t.equal(rx.lines.length, 0, 'no datagram');
 
   const lines: string[] = [];
-  const { createLogger } = await import('../logging.js');
+  const { createLogger } = await import('../../common/index.js');
   const logger = createLogger({ level: 'debug', format: 'json' }, { write: (l: string) => lines.push(l) });
   const svc = await startTestApp({
     files: { 'd.yaml': CONFIG },

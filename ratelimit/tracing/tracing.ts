@@ -10,7 +10,7 @@
 // and nothing else.
 //
 // The cache span finds its parent without AsyncLocalStorage: on Node 20, AsyncLocalStorage turns on
-// promise hooks that slow every promise in the process (measured with stats/bench.ts). The limiter
+// promise hooks that slow every promise in the process. The limiter
 // calls the store synchronously within the first turn of a decision, so the execution context is
 // set around that synchronous part and read by the store wrapper. A store call made after an await
 // (the second round trip of STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT) gets no span rather than a
@@ -39,7 +39,7 @@ import {
   type SpanExporter,
   type SpanProcessor,
 } from '@opentelemetry/sdk-trace';
-import type { Logger } from 'pino';
+import type { Logger } from '../../common/index.js';
 import type { CounterOp, CounterStore, LimitCheck, LimitVerdict } from '../counting/index.js';
 import type { Settings } from '../settings/index.js';
 

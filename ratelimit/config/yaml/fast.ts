@@ -1,6 +1,6 @@
 // The fast door for ordinary config files. The `yaml` package (read.ts) keeps every scalar's
 // source text and every error's position, which is what the reference's (Go yaml.v2) reading and our
-// error messages need, but it costs ~1-4 s of CPU for a 1 MB, 10k-descriptor file. js-yaml's event
+// error messages need, but it costs seconds of CPU for a large file (docs/decisions/007-hot-path-shapes.md). js-yaml's event
 // parser reads the same file in a fraction of that into a flat event list (offsets into the text, no
 // tree, aliases not expanded). This file builds the plain document from those events when the file is
 // an ordinary one, and otherwise answers FULL_PATH so that the caller reads it with the `yaml` package,

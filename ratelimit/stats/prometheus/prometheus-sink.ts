@@ -2,7 +2,7 @@
 // mapping or PROMETHEUS_MAPPER_YAML) in a prom-client registry owned by this sink, served on
 // PROMETHEUS_ADDR + PROMETHEUS_PATH. Counters stay counters; timers become a histogram or a
 // summary as the rule's timer_type says, observed in seconds.
-import type { Logger } from 'pino';
+import type { Logger } from '../../../common/index.js';
 import { EndpointServer, metricsEndpoint } from '../../../common/index.js';
 import { collectDefaultMetrics, Counter, Gauge, Registry, Summary } from 'prom-client';
 import { normalizeTags, type StatsSink, type TimerFlush } from '../sink.js';

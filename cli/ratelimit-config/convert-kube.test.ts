@@ -7,7 +7,7 @@ import t from 'tap';
 import { resolveKubectl, startKube, type KubeHarness } from '../../harness/kube.js';
 import { runCommand } from '../../harness/proc.js';
 import { installCrd } from '../../operator/testing.js';
-import { checkDocument } from '../config/index.js';
+import { checkDocument } from '../../ratelimit/config/index.js';
 import { readSources } from './sources.js';
 import { REPO_ROOT, runInProcess, tempFiles } from './testing.js';
 

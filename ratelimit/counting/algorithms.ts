@@ -25,7 +25,7 @@
 // splits one factor in 16-bit halves. So the sliding window's estimate and the bucket's TAT are compared without rounding,
 // and both algorithms admit exactly what their definitions say for every rate the config accepts.
 import type { DescriptorEntry, LimitSpec, RateLimitRule } from '../config/index.js';
-import type { LimitCheck, LimitVerdict } from '../counting/index.js';
+import type { LimitCheck, LimitVerdict } from './store.js';
 
 export const ALGORITHM_CODE = { fixed_window: 0, sliding_window: 1, token_bucket: 2 } as const;
 

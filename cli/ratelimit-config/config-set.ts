@@ -16,7 +16,7 @@ import {
   resolveDomainClaims,
   type DomainClaim,
   type RateLimitConfig,
-} from '../config/index.js';
+} from '../../ratelimit/config/index.js';
 import { decodeRateLimitConfig, encodeRateLimitConfig } from '../../proto/index.js';
 import type { Position, SourceDocument } from './sources.js';
 

@@ -1,8 +1,8 @@
 // explain --bucket: a BucketId explained as the descriptor the quota server matches it as, with its rule;
 // a configuration ambiguous for buckets refused; --rlqs-url shows a live pod's current assignments.
 import t from 'tap';
-import { eventually, startTestApp } from '../test-support.js';
-import { openQuotaStream } from '../quota/test-support.js';
+import { eventually, startTestApp } from '../../ratelimit/test-support.js';
+import { openQuotaStream } from '../../ratelimit/quota/test-support.js';
 import { runInProcess, tempFiles } from './testing.js';
 
 const CONFIG = `domain: api

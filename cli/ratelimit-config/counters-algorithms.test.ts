@@ -3,7 +3,7 @@
 // the service decides on, without counting, and reset deletes every key of every limit.
 import t, { type Test } from 'tap';
 import { startRedis } from '../../harness/redis/index.js';
-import { roomInWindow, startTestApp, type TestApp } from '../test-support.js';
+import { roomInWindow, startTestApp, type TestApp } from '../../ratelimit/test-support.js';
 import { readings, runBin, runInProcess, tempFiles, type RunResult } from './testing.js';
 
 const CONFIG = `domain: algo

@@ -2,7 +2,7 @@
 import { readFileSync } from 'node:fs';
 import t from 'tap';
 import { startRedis } from '../../harness/redis/index.js';
-import { roomInWindow, startTestApp } from '../test-support.js';
+import { roomInWindow, startTestApp } from '../../ratelimit/test-support.js';
 import {
   COUNTERS_CONFIG as CONFIG,
   COUNTERS_DESCRIPTOR as DESCRIPTOR,

@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { TestApp } from '../test-support.js';
+import type { TestApp } from '../../ratelimit/test-support.js';
 import type { CounterReading } from './counters.js';
 import { main } from './main.js';
 
@@ -16,7 +16,7 @@ export interface RunResult {
 }
 
 export const REPO_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
-const ENTRY = join(REPO_ROOT, 'ratelimit', 'config-cli', 'cli.ts');
+const ENTRY = join(REPO_ROOT, 'cli', 'ratelimit-config', 'cli.ts');
 
 /** main() in this process; env replaces the process environment. */
 export async function runInProcess(args: string[], env: Record<string, string> = {}): Promise<RunResult> {

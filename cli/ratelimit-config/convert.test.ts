@@ -4,7 +4,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { parseAllDocuments } from 'yaml';
-import { checkDocument } from '../config/index.js';
+import { checkDocument } from '../../ratelimit/config/index.js';
 import { resourceName } from './convert.js';
 import { readSources } from './sources.js';
 import { REPO_ROOT, runBin, runInProcess, tempFiles } from './testing.js';

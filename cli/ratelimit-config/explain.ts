@@ -12,8 +12,9 @@ import {
   type LimitSpec,
   type RateLimitConfig,
   type RateLimitRule,
-} from '../config/index.js';
-import { buildLimitCheck, cacheKey, resetSeconds, taggedKeyBase, windowStart } from '../limiter/index.js';
+} from '../../ratelimit/config/index.js';
+import { buildLimitCheck, taggedKeyBase } from '../../ratelimit/counting/index.js';
+import { cacheKey, resetSeconds, windowStart } from '../../ratelimit/limiter/index.js';
 import { compileSet, isObject, type ConfigSet } from './config-set.js';
 import type { SourceDocument } from './sources.js';
 

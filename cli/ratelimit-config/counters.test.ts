@@ -3,7 +3,7 @@
 import { readFileSync } from 'node:fs';
 import t, { type Test } from 'tap';
 import { startRedis, startRedisCluster, startRedisSentinel } from '../../harness/redis/index.js';
-import { roomInWindow, startTestApp } from '../test-support.js';
+import { roomInWindow, startTestApp } from '../../ratelimit/test-support.js';
 import {
   COUNTERS_CONFIG as CONFIG,
   COUNTERS_DESCRIPTOR as DESCRIPTOR,

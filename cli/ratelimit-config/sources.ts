@@ -5,7 +5,7 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { isAlias, isMap, isSeq, LineCounter, parseAllDocuments, type Document, type Node } from 'yaml';
-import { ConfigError, parseYamlSource } from '../config/index.js';
+import { ConfigError, manifestDocument, parseYamlSource } from '../../ratelimit/config/index.js';
 
 /** The custom resource's group and kind (operator/resource.ts; the CLI may not import operator/). */
 export const RLC_GROUP = 'ratelimit.envoyproxy.io';
@@ -153,8 +153,7 @@ function resource(
 ): SourceDocument | undefined {
   if (!isObject(js) || js.kind !== RLC_KIND || typeof js.apiVersion !== 'string') return undefined;
   if (!js.apiVersion.startsWith(`${RLC_GROUP}/`)) return undefined;
-  // spec without the operator's own field (operator/reconcile.ts specDocument).
-  const { mergeDomain: _merge, ...spec } = isObject(js.spec) ? js.spec : {};
+  const spec = manifestDocument(js.spec);
   return {
     file,
     index,

@@ -6,7 +6,7 @@
 // limit script counts (sliding_window, token_bucket, several rate_limits). A scripted rule's state
 // is the limiter's own computation (evaluateLimitCheck) over the values read, for zero hits, so
 // reading never counts; when the next hit is admitted is found with the same computation.
-import type { DescriptorEntry } from '../config/index.js';
+import type { DescriptorEntry } from '../../ratelimit/config/index.js';
 import {
   buildLimitCheck,
   evaluateLimitCheck,
@@ -14,10 +14,10 @@ import {
   parseStoredBucket,
   type BucketState,
   type NumberSlots,
-} from '../limiter/index.js';
-import { createRedisBackend } from '../counter-stack.js';
-import type { RedisCounterStore } from '../redis/index.js';
-import type { Settings } from '../settings/index.js';
+} from '../../ratelimit/counting/index.js';
+import { createRedisBackend } from '../../ratelimit/counter-stack.js';
+import type { RedisCounterStore } from '../../ratelimit/redis/index.js';
+import type { Settings } from '../../ratelimit/settings/index.js';
 import { scriptedCounterOf, type DescriptorExplanation, type ScriptedCounter } from './explain.js';
 
 /** One limit of a scripted rule, as read. */

@@ -4,8 +4,8 @@
 // printed) while the reader's typed methods are wrapped to note each variable's name and default in
 // the order the parser reads them. The wrapping lasts for those calls only, in a process that prints
 // and exits; the service never runs with it.
-import { EnvReader, loadSettings, type Env } from '../settings/index.js';
-import { packageVersion } from './help.js';
+import { EnvReader, loadSettings, type Env } from '../ratelimit/settings/index.js';
+import { packageVersion } from './ratelimit-config/help.js';
 
 /** Environments that reach the parser's conditional parts (backends, sentinel, TLS, stats, xDS). */
 const ENVIRONMENTS: readonly Record<string, string>[] = [

@@ -1,8 +1,8 @@
 // explain --bucket: a rate limit quota BucketId (an unordered map) explained as the descriptor the quota
 // server matches it as (its pairs in the tree's order, ratelimit/quota/bucket-match.ts), and, with
 // --rlqs-url, the assignments a running pod currently holds for it (its debug server's /rlqs).
-import { ConfigError, type DescriptorEntry, type RateLimitConfig } from '../config/index.js';
-import { BucketMatcher } from '../quota/index.js';
+import { ConfigError, type DescriptorEntry, type RateLimitConfig } from '../../ratelimit/config/index.js';
+import { BucketMatcher } from '../../ratelimit/quota/index.js';
 import { compileSet, type ConfigSet, type Problem } from './config-set.js';
 
 /** `k=v,k=v` as a BucketId map; a repeated key is a usage error (a map has each key once). */

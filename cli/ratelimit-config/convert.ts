@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { isDeepStrictEqual } from 'node:util';
 import { Document, isMap, isNode, isSeq, parseAllDocuments, YAMLMap, YAMLSeq } from 'yaml';
-import { checkDocument } from '../config/index.js';
+import { checkDocument } from '../../ratelimit/config/index.js';
 import { buildConfigSet, hasErrors, type ConfigSet, type ConfigSetOptions } from './config-set.js';
 import { readSourceText, RLC_GROUP, RLC_KIND, type SourceDocument } from './sources.js';
 

@@ -7,9 +7,9 @@ import t from 'tap';
 import { parse, stringify } from 'yaml';
 import { startRedis } from '../../harness/redis/index.js';
 import type { WireDescriptorStatus } from '../../proto/index.js';
-import { UNIT_SECONDS, type Unit } from '../config/index.js';
-import { windowStart } from '../limiter/index.js';
-import { startTestApp } from '../test-support.js';
+import { UNIT_SECONDS, type Unit } from '../../ratelimit/config/index.js';
+import { windowStart } from '../../ratelimit/limiter/index.js';
+import { startTestApp } from '../../ratelimit/test-support.js';
 import type { DescriptorExplanation } from './explain.js';
 import { REPO_ROOT, runBin, runInProcess } from './testing.js';
 

@@ -1,7 +1,7 @@
 // diff: the semantic difference between two config sets, as pods would serve them, in markdown for a
 // pull request. Entries are identified by their path of composite keys (domain, then key or
 // key=value per level), so reordering, comments and formatting are not changes.
-import { parseUnit, UNIT_SECONDS } from '../config/index.js';
+import { parseUnit, UNIT_SECONDS } from '../../ratelimit/config/index.js';
 import { isObject, type ConfigSet } from './config-set.js';
 
 export type ChangeKind =
