@@ -320,13 +320,18 @@ export class H2Connection extends EventEmitter implements StreamOwner {
     }
   }
 
-  protected endSocket(): void {
+  /**
+   * Ends the connection after what is queued (a GOAWAY last): nothing more is read, and the socket is
+   * destroyed after `lingerMs` if the peer has not closed its side (a peer that never reads, or keeps
+   * writing, costs us no reads and no socket past it).
+   */
+  protected endSocket(lingerMs = 1000): void {
     if (this.destroyed) return;
     this.flushOut();
     this.destroyed = this.closed = true;
+    this.socket.pause();
     this.socket.end();
-    // A peer that never closes its side does not keep the socket.
-    setTimeout(() => this.socket.destroy(), 1000).unref();
+    setTimeout(() => this.socket.destroy(), lingerMs).unref();
   }
 
   protected onSocketClose(): void {

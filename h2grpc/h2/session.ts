@@ -40,6 +40,8 @@ export type { H2SessionOptions } from './connection.js';
 const RESET_WINDOW_MS = 1000;
 /** grpc-go's wait for a PING on a connection with no stream when such PINGs are not permitted. */
 const PING_WITHOUT_STREAM_MS = 2 * 3_600_000;
+/** How long a connection ended for a protocol error waits for its peer to close before it is destroyed. */
+const FAIL_LINGER_MS = 100;
 
 class ConnectionError extends Error {
   constructor(
@@ -247,6 +249,9 @@ export class H2Session extends H2Connection {
         throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'DATA on an idle stream');
       if (!this.recentResets.includes(id))
         throw new ConnectionError(ErrorCode.STREAM_CLOSED, 'DATA on a closed stream');
+      // Bytes the client had in flight when the stream was reset are allowed; a client that keeps
+      // sending to streams we have answered only costs us reads (1 a frame and 1 a KiB).
+      this.wasted(1 + (p.length >>> 10), 'DATA on reset streams');
       return;
     }
     if (s.remoteEnded) {
@@ -502,6 +507,6 @@ export class H2Session extends H2Connection {
     if (this.destroyed) return;
     this.write(goawayFrame(this.lastStreamId, code, message));
     this.flushOut();
-    this.endSocket();
+    this.endSocket(FAIL_LINGER_MS);
   }
 }
