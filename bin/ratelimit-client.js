@@ -1,2 +1,5 @@
 #!/usr/bin/env node
-import '../dist/cli/ratelimit-client/cli.js';
+import { requireSupportedNode } from './supported-node.js';
+
+requireSupportedNode('ratelimit-client');
+await import('../dist/cli/ratelimit-client/cli.js');

@@ -4,3 +4,4 @@ export * from './logger.js';
 export * from './log.js';
 export * from './tls-files.js';
 export * from './http-endpoint.js';
+export * from './program.js';

@@ -1,7 +1,17 @@
 // ratelimit-control-plane: serves RateLimitConfig resources from a directory over ADS (SotW).
-import { parseArgs } from 'node:util';
+import * as grpc from '@grpc/grpc-js';
 import { Registry } from 'prom-client';
-import { cliLogOptions, createLogger, EndpointServer, metricsEndpoint } from '../common/index.js';
+import {
+  cliLogOptions,
+  createLogger,
+  EndpointServer,
+  metricsEndpoint,
+  packageVersion,
+  parseProgramArgs,
+  runProgram,
+  UsageError,
+  checkListenFlag,
+} from '../common/index.js';
 import { DEFAULT_NODE, InMemorySnapshotCache } from './cache.js';
 import { DirectoryConfigSource } from './file-source.js';
 import { registerAdsMetrics, registerSourceMetrics } from './metrics.js';
@@ -11,12 +21,12 @@ import { USAGE } from './usage.js';
 function int(v: string | undefined, name: string): number | undefined {
   if (v === undefined) return undefined;
   const n = Number(v);
-  if (!Number.isInteger(n) || n < 0) throw new Error(`--${name}: not a non-negative integer: ${v}`);
+  if (!Number.isInteger(n) || n < 0) throw new UsageError(`--${name}: not a non-negative integer: ${v}`);
   return n;
 }
 
 export async function main(argv: string[]): Promise<number> {
-  const { values } = parseArgs({
+  const { values } = parseProgramArgs({
     args: argv,
     options: {
       dir: { type: 'string' },
@@ -42,6 +52,7 @@ export async function main(argv: string[]): Promise<number> {
       'log-format': { type: 'string' },
       check: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
+      version: { type: 'boolean', default: false },
     },
     strict: true,
   });
@@ -49,13 +60,16 @@ export async function main(argv: string[]): Promise<number> {
     process.stdout.write(USAGE);
     return 0;
   }
-  if (!values.dir) {
-    process.stderr.write(`--dir is required\n\n${USAGE}`);
-    return 2;
+  if (values.version) {
+    process.stdout.write(`ratelimit-control-plane ${packageVersion()}\n`);
+    return 0;
   }
-  if (!!values['tls-cert'] !== !!values['tls-key']) throw new Error('--tls-cert and --tls-key go together');
+  if (!values.dir) throw new UsageError('--dir is required');
+  checkListenFlag(values['metrics-listen'], '--metrics-listen');
+  if (!!values['tls-cert'] !== !!values['tls-key'])
+    throw new UsageError('--tls-cert and --tls-key go together');
   if (values['tls-client-ca'] && !values['tls-cert'])
-    throw new Error('--tls-client-ca needs --tls-cert/--tls-key');
+    throw new UsageError('--tls-client-ca needs --tls-cert/--tls-key');
 
   const logOptions = cliLogOptions({ level: values['log-level'], format: values['log-format'] });
   const log = createLogger({ ...logOptions, defaultLevel: 'info' });
@@ -155,10 +169,6 @@ export async function main(argv: string[]): Promise<number> {
 }
 
 // Run when executed directly (the bin shim imports this module).
-main(process.argv.slice(2)).then(
-  (code) => process.exit(code),
-  (err: Error) => {
-    process.stderr.write(`ratelimit-control-plane: ${err.message}\n`);
-    process.exit(2);
-  },
-);
+// grpc-js's own log lines (e.g. a bind failure, which this program reports itself) stay out of its output.
+grpc.setLogVerbosity(grpc.logVerbosity.NONE);
+runProgram('ratelimit-control-plane', () => main(process.argv.slice(2)));

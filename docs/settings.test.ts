@@ -21,3 +21,9 @@ t.test('every environment variable the settings parser reads is in docs/settings
   const missing = all.filter((n) => !documented.has(n) && !prefixes.some((p) => n.startsWith(p))).sort();
   t.same(missing, [], 'variables read by ratelimit/settings but absent from docs/settings.md');
 });
+
+t.test('ratelimit --help shows each default the parser applies', async (t) => {
+  const defaults = new Map(settingsDefaults());
+  t.equal(defaults.get('BACKEND_TYPE'), 'redis', 'BACKEND_TYPE defaults to redis');
+  t.equal(defaults.get('LOG_LEVEL'), 'WARN');
+});

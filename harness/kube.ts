@@ -21,7 +21,8 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { freePorts, LOOPBACK, makeTempDir, removeTempDir, ServerProcess, waitUntil } from './proc.js';
 
 /** The Go-built tools the e2e tests use, by binary name. */
-export type GoTool = 'kube-apiserver' | 'etcd' | 'kubectl' | 'helm' | 'service_cmd' | 'client_cmd' | 'h2spec';
+export type GoTool =
+  'kube-apiserver' | 'etcd' | 'kubectl' | 'helm' | 'service_cmd' | 'client_cmd' | 'h2spec' | 'eg-check';
 
 const BUILD_HINT = 'run `bash scripts/build-go-tools.sh` (about 15 min cold on 2 cores) to build it';
 

@@ -1,7 +1,14 @@
 // ratelimit-operator: parses flags, loads Kubernetes credentials, runs one replica until SIGTERM/SIGINT.
-import { parseArgs } from 'node:util';
+import * as grpc from '@grpc/grpc-js';
 import { KubeConfig } from '@kubernetes/client-node';
-import { cliLogOptions, createLogger } from '../common/index.js';
+import {
+  checkListenFlag,
+  cliLogOptions,
+  createLogger,
+  packageVersion,
+  parseProgramArgs,
+  runProgram,
+} from '../common/index.js';
 import { parseDomainPolicy } from './domain-policy.js';
 import { defaultIdentity, defaultLeaseNamespace, RateLimitOperator } from './operator.js';
 import { USAGE } from './usage.js';
@@ -39,7 +46,7 @@ export function loadKubeConfig(path: string | undefined, env: NodeJS.ProcessEnv 
 }
 
 export async function main(argv: string[]): Promise<number> {
-  const { values } = parseArgs({
+  const { values } = parseProgramArgs({
     args: argv,
     options: {
       kubeconfig: { type: 'string' },
@@ -66,6 +73,7 @@ export async function main(argv: string[]): Promise<number> {
       'log-level': { type: 'string' },
       'log-format': { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
+      version: { type: 'boolean', default: false },
     },
     strict: true,
   });
@@ -73,6 +81,12 @@ export async function main(argv: string[]): Promise<number> {
     process.stdout.write(USAGE);
     return 0;
   }
+  if (values.version) {
+    process.stdout.write(`ratelimit-operator ${packageVersion()}\n`);
+    return 0;
+  }
+  checkListenFlag(values['metrics-listen'], '--metrics-listen');
+  checkListenFlag(values['health-listen'], '--health-listen');
   if (!!values['xds-tls-cert'] !== !!values['xds-tls-key'])
     throw new Error('--xds-tls-cert and --xds-tls-key go together');
   if (values['xds-tls-client-ca'] && !values['xds-tls-cert'])
@@ -125,10 +139,6 @@ export async function main(argv: string[]): Promise<number> {
   return 0;
 }
 
-main(process.argv.slice(2)).then(
-  (code) => process.exit(code),
-  (err: Error) => {
-    process.stderr.write(`ratelimit-operator: ${err.message}\n`);
-    process.exit(1);
-  },
-);
+// grpc-js's own log lines (e.g. a bind failure, which this program reports itself) stay out of its output.
+grpc.setLogVerbosity(grpc.logVerbosity.NONE);
+runProgram('ratelimit-operator', () => main(process.argv.slice(2)));

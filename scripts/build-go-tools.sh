@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the Go tools the e2e tests run, once, into a cache outside the work tree:
 #   kube-apiserver, kubectl (k8s.io/kubernetes) and etcd (go.etcd.io/etcd/server/v3) from tools/k8s-bin,
-#   helm v3, the reference rate limit service (envoyproxy/ratelimit service_cmd + client_cmd), and h2spec
-#   (the HTTP/2 conformance tool, from tools/h2spec).
+#   helm v3, the reference rate limit service (envoyproxy/ratelimit service_cmd + client_cmd), h2spec
+#   (the HTTP/2 conformance tool, from tools/h2spec) and eg-check (Envoy Gateway's API types, from
+#   tools/eg-check).
 # Everything comes from the Go module proxy. A tool is built only when its binary is missing, so a second run
 # is a few checks. GOPATH/GOCACHE/GOMODCACHE stay at Go's defaults. See docs/k8s-test-binaries.md.
 #
@@ -23,6 +24,9 @@ RATELIMIT_VERSION=v1.4.1-0.20260122083618-3fb702589d36
 # github.com/summerwind/h2spec: the proxy serves v1.5.0 and v2.2.1+incompatible (`go list -m -versions`,
 # 2026-11-26); v2.2.1 is the newest release. tools/h2spec/go.mod must require the same.
 H2SPEC_VERSION=v2.2.1+incompatible
+# github.com/envoyproxy/gateway: the newest release the proxy serves (`go list -m -versions`, 2026-11-29).
+# tools/eg-check/go.mod must require the same.
+EG_VERSION=v1.9.1
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="${RATELIMIT_TOOLS_CACHE:-$HOME/.cache/ratelimit-ts-tools}"
@@ -42,6 +46,7 @@ K8S_DIR="$CACHE/k8s-$K8S_VERSION-etcd-$ETCD_VERSION"
 HELM_DIR="$CACHE/helm-$HELM_VERSION"
 RL_DIR="$CACHE/ratelimit-$RATELIMIT_VERSION"
 H2SPEC_DIR="$CACHE/h2spec-$H2SPEC_VERSION"
+EG_DIR="$CACHE/eg-check-$EG_VERSION"
 mkdir -p "$CACHE" "$CACHE/bin"
 
 # One build at a time per cache: a second caller waits instead of compiling the same thing again.
@@ -147,6 +152,17 @@ build_one "h2spec $H2SPEC_VERSION" "$H2SPEC_DIR/h2spec" \
   h2spec_build -ldflags "-s -w -X main.VERSION=${H2SPEC_SEMVER%%+*}" -o "$H2SPEC_DIR/h2spec.tmp" \
   github.com/summerwind/h2spec/cmd/h2spec
 
+# --- eg-check: Envoy Gateway's API types with strict decoding, for the Envoy Gateway examples ---
+if ! grep -q "github.com/envoyproxy/gateway $EG_VERSION" "$ROOT/tools/eg-check/go.mod"; then
+  log "tools/eg-check/go.mod does not pin github.com/envoyproxy/gateway $EG_VERSION" >&2
+  exit 1
+fi
+eg_build() {
+  (cd "$ROOT/tools/eg-check" && run "$GO" build -trimpath "$@")
+}
+build_one "eg-check (envoyproxy/gateway $EG_VERSION)" "$EG_DIR/eg-check" \
+  eg_build -ldflags "-s -w" -o "$EG_DIR/eg-check.tmp" .
+
 # --- stable names: bin/ symlinks and env.sh ---
 link() { ln -sfn "$1" "$CACHE/bin/$(basename "$1")"; }
 for f in etcd kube-apiserver kubectl; do link "$K8S_DIR/$f"; done
@@ -154,6 +170,7 @@ link "$HELM_DIR/helm"
 link "$RL_DIR/service_cmd"
 link "$RL_DIR/client_cmd"
 link "$H2SPEC_DIR/h2spec"
+link "$EG_DIR/eg-check"
 cat >"$CACHE/env.sh.tmp" <<EOF
 # Written by scripts/build-go-tools.sh. Source it to put the test tools on PATH.
 export RATELIMIT_TOOLS_CACHE="$CACHE"
@@ -173,3 +190,4 @@ echo "  helm:           $("$B/helm" version --short 2>&1 | head -1)"
 echo "  service_cmd:    $RATELIMIT_VERSION ($(stat -L -c %s "$B/service_cmd") bytes)"
 echo "  client_cmd:     $RATELIMIT_VERSION ($(stat -L -c %s "$B/client_cmd") bytes)"
 echo "  h2spec:         $("$B/h2spec" --version 2>&1 | head -1)"
+echo "  eg-check:       envoyproxy/gateway $EG_VERSION ($(stat -L -c %s "$B/eg-check") bytes)"

@@ -1,9 +1,6 @@
 // The words of ratelimit-config's command line: each command's help with examples (`<command> --help`),
 // the version (package.json), and "did you mean" for a misspelt command or option. Kept apart from
 // main.ts so the commands' code stays about what they do.
-import { existsSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 
 export const COMMANDS = ['validate', 'convert', 'envoy', 'explain', 'diff', 'counters'] as const;
 export type Command = (typeof COMMANDS)[number];
@@ -155,43 +152,4 @@ exit status: 0 read / deleted, 1 reset deleted nothing, 2 usage error, invalid c
 `,
 };
 
-/** Levenshtein distance (insert, delete, substitute: 1 each). */
-export function editDistance(a: string, b: string): number {
-  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const cur = [i];
-    for (let j = 1; j <= b.length; j++) {
-      cur[j] = Math.min(prev[j]! + 1, cur[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
-    }
-    prev = cur;
-  }
-  return prev[b.length]!;
-}
-
-/** The closest candidate within distance 2 (ties: the first), or undefined. */
-export function suggest(word: string, candidates: readonly string[]): string | undefined {
-  let best: string | undefined;
-  let bestDistance = 3;
-  for (const c of candidates) {
-    const d = editDistance(word, c);
-    if (d < bestDistance) {
-      best = c;
-      bestDistance = d;
-    }
-  }
-  return best;
-}
-
-/** The version in the package.json above this file (source tree and dist/ alike). */
-export function packageVersion(): string {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  for (let i = 0; i < 6; i++) {
-    const file = join(dir, 'package.json');
-    if (existsSync(file)) {
-      const pkg = JSON.parse(readFileSync(file, 'utf8')) as { name?: string; version?: string };
-      if (pkg.name === 'envoy-ratelimit-ts' && typeof pkg.version === 'string') return pkg.version;
-    }
-    dir = dirname(dir);
-  }
-  return 'unknown';
-}
+export { editDistance, packageVersion, suggest } from '../../common/index.js';

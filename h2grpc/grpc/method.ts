@@ -58,6 +58,8 @@ export interface ServerStream<Res> {
   send(msg: Res): void;
   end(code?: number, message?: string): void;
   readonly closed: boolean;
+  /** Bytes written and not yet sent (waiting for the client's flow-control window, or the socket). */
+  readonly queuedBytes: number;
   onClose(fn: () => void): void;
 }
 

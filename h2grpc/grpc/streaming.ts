@@ -72,6 +72,9 @@ export function serverStream(
     get closed() {
       return ended || stream.destroyed || stream.closed;
     },
+    get queuedBytes() {
+      return stream.writableLength;
+    },
     send: (msg) => {
       if (out.closed) return;
       if (stream.writableLength > maxBuffered) {

@@ -54,8 +54,8 @@ t.test('shares follow demand, a newcomer weighs the average, every share sums to
   divide(
     100,
     [
-      { demand: 300, established: true, sampled: true },
-      { demand: 100, established: true, sampled: true },
+      { demand: 30, established: true, sampled: true },
+      { demand: 10, established: true, sampled: true },
     ],
     out,
   );
@@ -102,17 +102,20 @@ t.test('shares follow demand, a newcomer weighs the average, every share sums to
   t.same(out, [50, 50], 'nobody established yet: a newcomer weighs as the sampled ones');
 });
 
+/** The fields of a fleet view that only matter when the fleet wants more than the budget. */
+const UNDER = { guaranteed: 0, subscribers: 0, mineGuaranteed: 0 };
+
 t.test("a pod's part of the budget comes from the fleet window every pod reads", async (t) => {
-  const window = { demand: 120, pods: 2, unsampled: 0 };
+  const window = { ...UNDER, demand: 120, pods: 2, unsampled: 0 };
   t.equal(podFraction({ ...window, mine: 30 }, 1), 0.25, "this pod's demand over the fleet's");
   t.equal(podFraction(undefined, 4), 0.25, 'fleet unknown: 1 / RLQS_EXPECTED_PODS');
   t.equal(
-    podFraction({ demand: 0, pods: 0, unsampled: 0, mine: 'absent' }, 4),
+    podFraction({ ...UNDER, demand: 0, pods: 0, unsampled: 0, mine: 'absent' }, 4),
     0.25,
     'empty window: unknown',
   );
   t.equal(
-    podFraction({ demand: 0, pods: 2, unsampled: 0, mine: 0 }, 1),
+    podFraction({ ...UNDER, demand: 0, pods: 2, unsampled: 0, mine: 0 }, 1),
     0.5,
     'nobody wants any: equal parts',
   );
@@ -121,7 +124,7 @@ t.test("a pod's part of the budget comes from the fleet window every pod reads",
 t.test('three pods, one new to the bucket: the parts never add up to more than the budget', async (t) => {
   // The last window: pod a's Envoys had demand samples (300/s); pods b and c were present but their
   // Envoys had only subscribed. Every pod reads that window.
-  const window = { demand: 300, pods: 3, unsampled: 2 };
+  const window = { ...UNDER, demand: 300, pods: 3, unsampled: 2 };
   const a = podFraction({ ...window, mine: 300 }, 3);
   const b = podFraction({ ...window, mine: 'unsampled' }, 3);
   const c = podFraction({ ...window, mine: 'unsampled' }, 3);
@@ -132,7 +135,7 @@ t.test('three pods, one new to the bucket: the parts never add up to more than t
   t.equal(a, 1 / 3, 'out of what the pods with demand share');
   // Two pods with demand 300 and 100, and a pod that began serving the bucket after the window was
   // added up: it is not counted there, so it gets nothing until the next window counts it.
-  const w2 = { demand: 400, pods: 2, unsampled: 0 };
+  const w2 = { ...UNDER, demand: 400, pods: 2, unsampled: 0 };
   const parts = [
     podFraction({ ...w2, mine: 300 }, 3),
     podFraction({ ...w2, mine: 100 }, 3),
@@ -181,4 +184,30 @@ t.test('whole shares add up to the total and do not trade the extra token back a
   t.same(out, [1, 0, 0], 'a total of 1 is 1 token in all');
   wholeShares([250.5, 249.5], [-1, -1], out);
   t.equal(out[0]! + out[1]!, 500);
+});
+
+t.test('past the budget the division is max-min fair and a demand counts at most the budget', async (t) => {
+  const out: number[] = [];
+  const sub = (demand: number) => ({ demand, established: true, sampled: true });
+  divide(100, [sub(2 ** 53), sub(50), sub(50)], out, 100);
+  t.same(out, [100 / 3, 100 / 3, 100 / 3], 'a liar weighs as one Envoy wanting the whole budget');
+  divide(100, [sub(1.8446744073709552e19), sub(10), sub(80)], out, 100);
+  t.same(out, [45, 10, 45], 'below the level a demand is met whole; the others share the rest equally');
+  divide(100, [sub(60), sub(20)], out, 100);
+  t.same(out, [75, 25], 'within the budget: in proportion to demand, the room spread');
+});
+
+t.test('past the budget every pod first gets its guaranteed demand', async (t) => {
+  // Budget 100; pod a: two honest Envoys wanting 50 and a liar (capped at 100); pod b: one honest
+  // Envoy wanting 50 and a liar. Five subscribers: level 20, guaranteed a 60, b 40.
+  const w = { demand: 350, guaranteed: 100, subscribers: 5, pods: 2, unsampled: 0 };
+  const a = podFraction({ ...w, mine: 200, mineGuaranteed: 60 }, 1, 100);
+  const b = podFraction({ ...w, mine: 150, mineGuaranteed: 40 }, 1, 100);
+  t.same([a, b], [0.6, 0.4], 'in proportion to the guarantees, not to what the liars claim');
+  // Guarantees below the budget: the rest goes by demand above the guarantee.
+  const w2 = { demand: 200, guaranteed: 40, subscribers: 4, pods: 2, unsampled: 0 };
+  const c = podFraction({ ...w2, mine: 150, mineGuaranteed: 20 }, 1, 100);
+  const d = podFraction({ ...w2, mine: 50, mineGuaranteed: 20 }, 1, 100);
+  t.ok(Math.abs(c + d - 1) < 1e-9, `the parts add up to the budget (${c} + ${d})`);
+  t.ok(d * 100 >= 20 && d * 100 <= 50, `each pod at least its guarantee, at most its demand (${d * 100})`);
 });

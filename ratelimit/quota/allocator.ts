@@ -44,11 +44,18 @@ export interface Demand {
 }
 
 /**
- * Splits `total` among subscribers: weight = demand, a subscriber not yet established at least the mean
- * of the established ones (of the sampled ones while none is established), every weight at least MIN_WEIGHT_FRACTION of the mean. The shares sum to
- * `total` (equal shares when every weight is 0). Writes into `out` (one per subscriber).
+ * Splits `total` among subscribers. Weight = demand capped at `cap` (the bucket's budget: nobody can use
+ * more, so a report of absurd numbers weighs as one Envoy wanting the whole budget); a subscriber not yet
+ * established weighs at least the mean of the established ones (of the sampled ones while none is
+ * established); every weight at least MIN_WEIGHT_FRACTION of the mean.
+ * - When the weights add up to `total` or less, each gets `total` in proportion to its weight (at least
+ *   its weight: the spare room is spread).
+ * - Otherwise the division is max-min fair: every subscriber gets min(weight, L), the level L chosen so
+ *   that the shares add up to `total`. No weight, however large, takes anything from a subscriber below
+ *   the level, so each gets at least min(its weight, total / subscribers).
+ * The shares sum to `total` (equal shares when every weight is 0). Writes into `out` (one per subscriber).
  */
-export function divide(total: number, subs: readonly Demand[], out: number[]): void {
+export function divide(total: number, subs: readonly Demand[], out: number[], cap = Infinity): void {
   const n = subs.length;
   out.length = n;
   if (n === 0) return;
@@ -58,12 +65,13 @@ export function divide(total: number, subs: readonly Demand[], out: number[]): v
   let sampledSum = 0;
   let sampledCount = 0;
   for (const s of subs) {
+    const d = Math.min(cap, s.demand);
     if (s.established) {
-      estSum += s.demand;
+      estSum += d;
       estCount++;
     }
     if (s.sampled) {
-      sampledSum += s.demand;
+      sampledSum += d;
       sampledCount++;
     }
   }
@@ -71,7 +79,8 @@ export function divide(total: number, subs: readonly Demand[], out: number[]): v
   let sum = 0;
   for (let i = 0; i < n; i++) {
     const s = subs[i]!;
-    const w = s.established ? s.demand : Math.max(s.demand, estMean);
+    const d = Math.min(cap, s.demand);
+    const w = s.established ? d : Math.max(d, estMean);
     out[i] = w;
     sum += w;
   }
@@ -81,7 +90,38 @@ export function divide(total: number, subs: readonly Demand[], out: number[]): v
     out[i] = Math.max(out[i]!, floor);
     sum += out[i]!;
   }
-  for (let i = 0; i < n; i++) out[i] = sum > 0 ? (total * out[i]!) / sum : total / n;
+  if (sum <= total) {
+    for (let i = 0; i < n; i++) out[i] = sum > 0 ? (total * out[i]!) / sum : total / n;
+    return;
+  }
+  maxMinFill(total, out);
+}
+
+/** Replaces the weights in `w` by their max-min fair shares of `total` (their sum is above `total`). */
+function maxMinFill(total: number, w: number[]): void {
+  const n = w.length;
+  const order = Array.from({ length: n }, (_, i) => i).sort((a, b) => w[a]! - w[b]!);
+  let left = total;
+  let k = 0;
+  // Weights below the level are given whole; the level is what is left over the subscribers above it.
+  while (k < n && w[order[k]!]! * (n - k) <= left) {
+    left -= w[order[k]!]!;
+    k++;
+  }
+  const level = k < n ? left / (n - k) : 0;
+  for (let j = k; j < n; j++) w[order[j]!] = level;
+}
+
+/**
+ * What a pod adds to the fleet as its "guaranteed" demand: the sum over its subscribers of
+ * min(demand, `level`), where `level` is the budget over the fleet's subscribers. Every pod receives at
+ * least that much of the budget when the fleet wants more than it (podFraction), so every subscriber
+ * keeps at least min(its demand, budget / subscribers in the fleet), whatever another one reports.
+ */
+export function guaranteedDemand(demands: readonly number[], level: number): number {
+  let g = 0;
+  for (const d of demands) g += Math.min(d, level);
+  return g;
 }
 
 /**
@@ -91,32 +131,47 @@ export function divide(total: number, subs: readonly Demand[], out: number[]): v
 export interface FleetView {
   /** Requests per second added to the window by the pods that had a demand sample. */
   readonly demand: number;
+  /** Of that, the guaranteed demand (guaranteedDemand) those pods added. */
+  readonly guaranteed: number;
+  /** Subscribers the pods present counted (their Envoys, per stream). */
+  readonly subscribers: number;
   /** Pods that marked themselves present in the window. */
   readonly pods: number;
   /** Of those, pods that had no demand sample yet (their Envoys only subscribed). */
   readonly unsampled: number;
   /** This pod in that window: what it added (requests per second), 'unsampled', or 'absent'. */
   readonly mine: number | 'unsampled' | 'absent';
+  /** The guaranteed demand this pod added (0 unless `mine` is a number). */
+  readonly mineGuaranteed: number;
 }
 
 /**
- * A pod's fraction of the budget from the window it read. Every pod reading the same window gets parts
- * that add up to at most 1, however the set of pods changes:
+ * A pod's fraction of the budget (`budget` requests per second) from the window it read. Every pod
+ * reading the same window gets parts that add up to at most 1, however the set of pods changes:
  * - a pod present without a demand sample (new to the bucket) gets an equal part, 1 / pods;
- * - the pods with a sample share the rest, (pods - unsampled) / pods, in proportion to their demand
- *   (equally while none has any);
+ * - the pods with a sample share the rest, `avail` = budget × (pods - unsampled) / pods: in proportion to
+ *   their demand while the fleet's demand fits in it (each gets at least its demand); when the fleet
+ *   wants more, each first gets its guaranteed demand, and what is left goes in proportion to the demand
+ *   above that (so no pod gets more than its Envoys want, and no report takes another pod's guarantee);
  * - a pod absent from the window (it began serving the bucket after adding was over) gets nothing: the
  *   others did not make room for it; it is counted from the next window on.
  * Fleet unknown (no window read, the store failing, or an empty window): 1 / `expectedPods`.
  */
-export function podFraction(view: FleetView | undefined, expectedPods: number): number {
+export function podFraction(view: FleetView | undefined, expectedPods: number, budget = Infinity): number {
   if (view === undefined || view.pods <= 0) return 1 / expectedPods;
   const { pods, unsampled, mine } = view;
   if (mine === 'absent') return 0;
   if (mine === 'unsampled') return 1 / pods;
   const sampledPart = Math.max(0, pods - unsampled) / pods;
-  if (view.demand <= 0) return pods > unsampled ? sampledPart / (pods - unsampled) : 0;
-  return (sampledPart * Math.min(Math.max(0, mine), view.demand)) / view.demand;
+  const demand = view.demand;
+  if (demand <= 0) return pods > unsampled ? sampledPart / (pods - unsampled) : 0;
+  const d = Math.min(Math.max(0, mine), demand);
+  const avail = budget * sampledPart;
+  if (demand <= avail || !(budget > 0)) return (sampledPart * d) / demand;
+  const total = Math.min(view.guaranteed, demand);
+  const g = Math.min(Math.max(0, view.mineGuaranteed), d, total);
+  if (total >= avail) return total > 0 ? (sampledPart * g) / total : 0;
+  return (g + ((avail - total) * (d - g)) / (demand - total)) / budget;
 }
 
 /** Longest fill interval of an assignment (a share below one request per hour is refilled hourly). */

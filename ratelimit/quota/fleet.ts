@@ -1,8 +1,9 @@
 // Fleet-wide demand: with several ratelimit pods, each Envoy talks to one of them, so no pod sees the
 // whole demand of a bucket. Per bucket and per window of RLQS_REPORTING_INTERVAL on the wall clock
 // (floor(now / window), so pods agree on windows without talking to each other), every pod serving the
-// bucket adds its Envoys' demand to one counter and marks itself present (with or without a demand
-// sample) in another, in the counter store (the same store, circuit breaker and connection the limiter
+// bucket adds its Envoys' demand to one counter, its guaranteed demand (allocator.ts guaranteedDemand) to
+// a second and its subscribers to a third, and marks itself present (with or without a demand sample) in
+// another, in the counter store (the same store, circuit breaker and connection the limiter
 // counts in). Each pod then reads the window's totals and takes its part of the budget from them
 // (allocator.ts podFraction): all pods read the same numbers, so their parts add up to at most the budget.
 //
@@ -25,10 +26,12 @@ export interface FleetState {
   /** Window this pod last added to, what it added (scaled demand) and whether it had a sample. */
   addedWindow: number;
   added: number;
+  addedGuaranteed: number;
   addedSampled: boolean;
   /** The same for the window it added to before that. */
   previousWindow: number;
   previousAdded: number;
+  previousGuaranteed: number;
   previousSampled: boolean;
   /** Last window read (-1: none). */
   readWindow: number;
@@ -42,9 +45,11 @@ export function newFleetState(): FleetState {
   return {
     addedWindow: -1,
     added: 0,
+    addedGuaranteed: 0,
     addedSampled: false,
     previousWindow: -1,
     previousAdded: 0,
+    previousGuaranteed: 0,
     previousSampled: false,
     readWindow: -1,
     view: undefined,
@@ -58,6 +63,10 @@ export interface FleetBucket {
   readonly fleet: FleetState;
   /** This pod's current demand (requests per second). */
   localDemand(): number;
+  /** This pod's guaranteed demand (requests per second, allocator.ts guaranteedDemand). */
+  guaranteed(): number;
+  /** This pod's subscribers. */
+  readonly subscribers: number;
   /** Whether any of this pod's subscribers has a demand sample. */
   sampled(): boolean;
 }
@@ -109,8 +118,14 @@ export class FleetDemand {
       if (add) {
         const sampled = b.sampled();
         const v = sampled ? Math.min(MAX_OP_HITS, Math.round(b.localDemand() * DEMAND_SCALE)) : 0;
+        const g = sampled ? Math.min(v, Math.round(b.guaranteed() * DEMAND_SCALE)) : 0;
         // hits 0 would only read: a pod without demand adds none (the key may not exist; it reads 0).
         if (v > 0) adds.push({ key: `${b.fleetKey}_${w}`, hits: v, expireSeconds, perSecond: false });
+        if (g > 0) adds.push({ key: `${b.fleetKey}_g_${w}`, hits: g, expireSeconds, perSecond: false });
+        if (b.subscribers > 0) {
+          const n = Math.min(MAX_OP_HITS, b.subscribers);
+          adds.push({ key: `${b.fleetKey}_n_${w}`, hits: n, expireSeconds, perSecond: false });
+        }
         adds.push({
           key: `${b.fleetKey}_p_${w}`,
           hits: sampled ? 1 : PRESENCE_UNSAMPLED,
@@ -119,15 +134,19 @@ export class FleetDemand {
         });
         f.previousWindow = f.addedWindow;
         f.previousAdded = f.added;
+        f.previousGuaranteed = f.addedGuaranteed;
         f.previousSampled = f.addedSampled;
         f.addedWindow = w;
         f.added = v;
+        f.addedGuaranteed = g;
         f.addedSampled = sampled;
       }
       if (read) {
         readers.push(b);
         reads.push({ key: `${b.fleetKey}_${readTarget}`, hits: 0, expireSeconds, perSecond: false });
         reads.push({ key: `${b.fleetKey}_p_${readTarget}`, hits: 0, expireSeconds, perSecond: false });
+        reads.push({ key: `${b.fleetKey}_g_${readTarget}`, hits: 0, expireSeconds, perSecond: false });
+        reads.push({ key: `${b.fleetKey}_n_${readTarget}`, hits: 0, expireSeconds, perSecond: false });
       }
     }
     if (involved.length === 0) return { ok: true, read: [] };
@@ -138,7 +157,7 @@ export class FleetDemand {
       const totals = reads.length > 0 ? await this.store.get(reads) : [];
       for (let i = 0; i < readers.length; i++) {
         const f = readers[i]!.fleet;
-        const presence = totals[2 * i + 1] ?? 0;
+        const presence = totals[4 * i + 1] ?? 0;
         const pods = presence % PRESENCE_UNIT;
         f.readWindow = readTarget;
         if (pods <= 0) {
@@ -148,19 +167,22 @@ export class FleetDemand {
         }
         const mine =
           f.addedWindow === readTarget
-            ? { v: f.added, s: f.addedSampled }
+            ? { v: f.added, g: f.addedGuaranteed, s: f.addedSampled }
             : f.previousWindow === readTarget
-              ? { v: f.previousAdded, s: f.previousSampled }
+              ? { v: f.previousAdded, g: f.previousGuaranteed, s: f.previousSampled }
               : undefined;
         // A pod that served the bucket before but missed adding to this window (a late pass) keeps what
         // it read last: the others' parts do not count it, but denying its Envoys for a window of our own
         // lateness would be worse; one new to the bucket waits for the window it is counted in.
         if (mine === undefined && f.view !== undefined && f.view.mine !== 'absent') continue;
         f.view = {
-          demand: (totals[2 * i] ?? 0) / DEMAND_SCALE,
+          demand: (totals[4 * i] ?? 0) / DEMAND_SCALE,
+          guaranteed: (totals[4 * i + 2] ?? 0) / DEMAND_SCALE,
+          subscribers: totals[4 * i + 3] ?? 0,
           pods,
           unsampled: Math.floor(presence / PRESENCE_UNIT),
           mine: mine === undefined ? 'absent' : mine.s ? mine.v / DEMAND_SCALE : 'unsampled',
+          mineGuaranteed: mine?.s ? mine.g / DEMAND_SCALE : 0,
         };
       }
       return { ok: true, read: readers };

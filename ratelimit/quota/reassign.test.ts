@@ -37,7 +37,7 @@ t.test('an Envoy reporting no use hands its share to the others within that one 
   const open = (name: string) => {
     const list: WireQuotaResponse[] = [];
     sent.set(name, list);
-    return server.open({ send: (m) => list.push(m), end: () => undefined, closed: false });
+    return server.open({ send: (m) => list.push(m), end: () => undefined, closed: false, queuedBytes: 0 });
   };
   /** Tokens per second of the last token bucket a stream was sent (0 for DENY_ALL). */
   const tokens = (name: string): number => {

@@ -2,9 +2,12 @@
 // tick that keeps assignments fresh. Per bucket it keeps each subscribed stream's smoothed demand; on
 // each report, on each tick and on each config change it divides the bucket's budget (allocator.ts) and
 // pushes to a stream the assignments that moved beyond RLQS_REASSIGN_THRESHOLD_PERCENT, that are new, or
-// that will expire before the stream's next report. Memory is bounded: RLQS_MAX_STREAMS streams,
-// RLQS_MAX_BUCKETS buckets, RLQS_MAX_BUCKETS_PER_STREAM per stream, and buckets idle past
-// RLQS_IDLE_TIMEOUT are abandoned (AbandonAction) and forgotten.
+// whose copy the client holds has run through more than 3/8 of its time to live. Memory is bounded:
+// RLQS_MAX_STREAMS streams, RLQS_MAX_BUCKETS buckets and RLQS_MAX_BUCKET_BYTES of their ids per pod,
+// RLQS_MAX_BUCKETS_PER_STREAM buckets and RLQS_MAX_BUCKET_BYTES_PER_STREAM per stream; buckets idle past
+// RLQS_IDLE_TIMEOUT are abandoned (AbandonAction) and forgotten; a stream holds at most one response the
+// client has not taken (later actions wait, merged per bucket) and is ended when the client takes none of
+// it for RLQS_SEND_TIMEOUT.
 import { createHash } from 'node:crypto';
 import type { Logger } from '../../common/index.js';
 import type {
@@ -32,6 +35,19 @@ import { Bucket, QuotaStream, type QuotaStreamOut } from './state.js';
 import { QuotaMetrics } from './metrics.js';
 import { readReports, StreamError, type Usage } from './stream.js';
 
+/**
+ * An assignment the client holds is sent again once more than this fraction of the time to live it was
+ * sent with has passed, and by REFRESH_BY of it at the latest (the timer's deadline): the client always
+ * has at least half its time to live left (at least half a second) when a refresh is due, margin for an
+ * event loop busy with other streams.
+ */
+const REFRESH_AFTER = 3 / 8;
+const REFRESH_BY = 1 / 2;
+/** Bucket id characters in one response message at most (a larger answer goes as several). */
+const MAX_RESPONSE_ID_BYTES = 1024 * 1024;
+/** How often streams holding actions back are looked at (their client's queue may have emptied). */
+const DRAIN_POLL_MS = 20;
+
 export interface QuotaServerOptions {
   settings: QuotaSettings;
   bounds: RequestBounds;
@@ -52,6 +68,17 @@ export class QuotaServer {
   readonly metrics: QuotaMetrics;
   private matcher: BucketMatcher | undefined;
   private timer: NodeJS.Timeout | undefined;
+  /** The pass period, and when the next pass runs. */
+  private tickMs: number;
+  private nextPassMs = Infinity;
+  /** A refresh due before the next pass: its timer and when it fires. */
+  private refreshTimer: NodeJS.Timeout | undefined;
+  private refreshAtMs = Infinity;
+  /** Streams holding actions back until their client takes its queued response. */
+  private readonly blocked = new Set<QuotaStream>();
+  private drainTimer: NodeJS.Timeout | undefined;
+  /** UTF-8 bytes of the ids of the buckets this pod tracks. */
+  private bucketBytes = 0;
   private exchanging = false;
   private closing = false;
   private readonly shares: number[] = [];
@@ -63,6 +90,7 @@ export class QuotaServer {
     this.now = opts.now ?? Date.now;
     this.fleet = new FleetDemand(opts.store, this.q.reportingIntervalMs);
     this.metrics = new QuotaMetrics(opts.stats);
+    this.tickMs = Math.max(10, Math.floor(this.q.reportingIntervalMs / 4));
   }
 
   /** Checks a config for buckets (throws ConfigError when ambiguous); `apply` the result once it serves. */
@@ -79,8 +107,8 @@ export class QuotaServer {
   }
 
   start(): void {
-    const tick = Math.max(10, Math.floor(this.q.reportingIntervalMs / 4));
-    this.timer = setInterval(() => this.tick(), tick);
+    this.nextPassMs = this.now() + this.tickMs;
+    this.timer = setInterval(() => this.tick(), this.tickMs);
     this.timer.unref();
   }
 
@@ -136,18 +164,21 @@ export class QuotaServer {
           sentKind: '',
           sent: undefined,
           sentAtMs: 0,
+          sentTtlMs: 0,
           changedAtMs: 0,
           share: 0,
           tokens: 0,
         };
         b.subs.set(s, sub);
         s.buckets.set(key, b);
+        s.bucketBytes += b.bytes;
       }
       // A report covering less than a quarter of the reporting interval (Envoy's first report of a new
       // bucket, sent as it is created) subscribes without a demand sample: one request over a few
       // microseconds is no rate. The subscriber then weighs as a newcomer (allocator.ts).
       if (u.elapsedSeconds * 1000 >= this.q.reportingIntervalMs / 4) {
-        const rate = (u.allowed + u.denied) / u.elapsedSeconds;
+        // Nobody can use more than the budget: a larger report counts as the budget (allocator.ts divide).
+        const rate = Math.min(b.demandCap(), (u.allowed + u.denied) / u.elapsedSeconds);
         // An Envoy that wanted less than its share (it denied nothing it had to) is satisfied: its rate
         // is taken at once, so one that went idle hands its share to the others within one report.
         // One held back by its share is smoothed (its denials make the rate noisy).
@@ -173,6 +204,8 @@ export class QuotaServer {
   close(s: QuotaStream): void {
     if (!this.streams.delete(s)) return;
     this.metrics.streams.set(this.streams.size);
+    this.blocked.delete(s);
+    s.pending = undefined;
     for (const b of s.buckets.values()) this.unsubscribe(b, s);
     s.buckets.clear();
   }
@@ -184,13 +217,17 @@ export class QuotaServer {
   shutdown(): void {
     this.closing = true;
     clearInterval(this.timer);
+    clearTimeout(this.refreshTimer);
+    clearInterval(this.drainTimer);
     for (const s of this.streams) {
       const actions: WireBucketAction[] = [];
       for (const b of s.buckets.values()) {
         const sub = b.subs.get(s)!;
         if (sub.sent) actions.push(this.assignment(b, sub.sent, 0));
       }
-      if (actions.length > 0) this.send(s, actions);
+      // Past what the client has not taken yet: the last word replaces anything held back.
+      s.pending = undefined;
+      this.write(s, actions);
       s.out.end('unavailable', 'server shutting down: reconnect');
     }
   }
@@ -247,13 +284,31 @@ export class QuotaServer {
   private checkNewBuckets(s: QuotaStream, usages: readonly Usage[]): void {
     let newForStream = 0;
     let newForPod = 0;
+    let bytesForStream = 0;
+    let bytesForPod = 0;
     const seen = new Set<string>();
     for (const u of usages) {
       const key = bucketKey(s.domain!, u.bucket);
       if (s.buckets.has(key) || seen.has(key)) continue;
       seen.add(key);
+      const bytes = Buffer.byteLength(key, 'utf8');
       newForStream++;
-      if (!this.buckets.has(key)) newForPod++;
+      bytesForStream += bytes;
+      if (!this.buckets.has(key)) {
+        newForPod++;
+        bytesForPod += bytes;
+      }
+    }
+    if (s.bucketBytes + bytesForStream > this.q.maxBucketBytesPerStream) {
+      throw new StreamError(
+        `the bucket ids of a stream may take ${this.q.maxBucketBytesPerStream} bytes (RLQS_MAX_BUCKET_BYTES_PER_STREAM); this one's take ${s.bucketBytes + bytesForStream}`,
+      );
+    }
+    if (this.bucketBytes + bytesForPod > this.q.maxBucketBytes) {
+      throw new StreamError(
+        `this pod tracks ${this.q.maxBucketBytes} bytes of bucket ids (RLQS_MAX_BUCKET_BYTES)`,
+        'exhausted',
+      );
     }
     if (s.buckets.size + newForStream > this.q.maxBucketsPerStream) {
       throw new StreamError(
@@ -270,6 +325,7 @@ export class QuotaServer {
     const b = new Bucket(key, domain, bucket, `${this.opts.keyPrefix}rlqs_${hash}`);
     this.rematch(b);
     this.buckets.set(key, b);
+    this.bucketBytes += b.bytes;
     this.metrics.buckets.set(this.buckets.size);
     return b;
   }
@@ -283,8 +339,10 @@ export class QuotaServer {
 
   private unsubscribe(b: Bucket, s: QuotaStream): void {
     if (!b.subs.delete(s)) return;
+    s.bucketBytes -= b.bytes;
     if (b.subs.size === 0) {
       this.buckets.delete(b.key);
+      this.bucketBytes -= b.bytes;
       this.metrics.buckets.set(this.buckets.size);
     } else this.reallocate(b, false);
   }
@@ -299,8 +357,11 @@ export class QuotaServer {
    * grows goes at once when the shrinking ones left room for it (the whole tokens in force stay within the
    * pod's part), otherwise once a reporting interval has passed since the stream's last change (so the
    * shares sent add up to the budget or less while they move); a config change (`force`) and a change of kind go
-   * at once. Otherwise the bucket last sent is sent again unchanged when half its time to live has
-   * passed (Envoy keeps an identical bucket's tokens).
+   * at once. Otherwise the bucket last sent is sent again unchanged (Envoy keeps an identical bucket's
+   * tokens) once more than REFRESH_AFTER of the time to live *it was sent with* has passed: that is the
+   * copy the client holds, and a stream whose reporting interval grew would otherwise wait for half the
+   * new, longer one while its short-lived copy runs out. A refresh timer makes sure that moment is not
+   * missed when it falls before the next pass.
    */
   private reallocate(b: Bucket, force: boolean): void {
     const subs = [...b.subs];
@@ -313,9 +374,9 @@ export class QuotaServer {
     }));
     let podShare = 0;
     if (b.budget.kind === 'rate') {
-      podShare = b.budget.perSecond * podFraction(b.fleet.view, this.q.expectedPods);
+      podShare = b.budget.perSecond * podFraction(b.fleet.view, this.q.expectedPods, b.budget.perSecond);
     }
-    divide(podShare, demands, this.shares);
+    divide(podShare, demands, this.shares, b.demandCap());
     this.held.length = subs.length;
     for (let i = 0; i < subs.length; i++) this.held[i] = subs[i]![1].sentTokens;
     wholeShares(this.shares, this.held, this.tokens);
@@ -363,8 +424,13 @@ export class QuotaServer {
         sub.sentTokens = sub.tokens;
         sub.sentKind = kind;
         sub.changedAtMs = now;
-      } else if (now - sub.sentAtMs < ttlMs / 2) continue;
+      } else if (now - sub.sentAtMs <= sub.sentTtlMs * REFRESH_AFTER) {
+        this.refreshBy(sub.sentAtMs + sub.sentTtlMs * REFRESH_BY);
+        continue;
+      }
       sub.sentAtMs = now;
+      sub.sentTtlMs = ttlMs;
+      this.refreshBy(now + ttlMs * REFRESH_BY);
       let list = this.outbox.get(s);
       if (list === undefined) this.outbox.set(s, (list = []));
       list.push(this.assignment(b, sub.sent!, ttlMs));
@@ -392,11 +458,121 @@ export class QuotaServer {
     this.outbox.clear();
   }
 
+  /**
+   * Sends actions to a stream, or holds them back while its client has not taken the last response
+   * (flow control: those bytes wait for the client's window). Held actions are merged, the latest per
+   * bucket, so a stream never has more queued than one response and one action per bucket it reports.
+   */
   private send(s: QuotaStream, actions: WireBucketAction[]): void {
+    if (s.out.closed || actions.length === 0) return;
+    const queued = s.out.queuedBytes;
+    if (queued <= 0 && s.pending === undefined) this.write(s, actions);
+    else this.hold(s, actions, queued);
+  }
+
+  /** Keeps actions until the client has taken its queue (drain), the latest per bucket. */
+  private hold(s: QuotaStream, actions: readonly WireBucketAction[], queued: number): void {
+    if (s.pending === undefined) {
+      s.pending = new Map();
+      s.stalledSinceMs = this.now();
+      s.stalledBytes = queued;
+    }
+    for (const a of actions) s.pending.set(bucketKey(s.domain ?? '', a.bucketId?.bucket ?? {}), a);
+    this.blocked.add(s);
+    this.drainTimer ??= setInterval(() => this.drain(), DRAIN_POLL_MS);
+    this.drainTimer.unref();
+  }
+
+  /**
+   * Writes actions as one response of at most MAX_RESPONSE_ID_BYTES of bucket ids (no message larger
+   * than a gRPC client's default receive limit, 4 MiB, however many long ids a report named); what does
+   * not fit waits, like any action, until the client has taken that response.
+   */
+  private write(s: QuotaStream, actions: WireBucketAction[]): void {
+    let bytes = 0;
+    let i = 0;
+    for (; i < actions.length; i++) {
+      const id = actions[i]!.bucketId?.bucket ?? {};
+      let b = 0;
+      for (const k in id) b += k.length + id[k]!.length;
+      if (i > 0 && bytes + b > MAX_RESPONSE_ID_BYTES) break;
+      bytes += b;
+    }
+    if (i === actions.length) {
+      this.writeOne(s, actions);
+      return;
+    }
+    this.writeOne(s, actions.slice(0, i));
+    const rest = actions.slice(i);
+    const queued = s.out.queuedBytes;
+    if (queued > 0) this.hold(s, rest, queued);
+    else this.write(s, rest);
+  }
+
+  private writeOne(s: QuotaStream, actions: WireBucketAction[]): void {
     if (s.out.closed || actions.length === 0) return;
     s.responses++;
     this.metrics.responses.inc();
     s.out.send({ bucketAction: actions });
+  }
+
+  /**
+   * Streams holding actions back: sends them once the client has taken its queue; ends a stream whose
+   * queue has not shrunk for RLQS_SEND_TIMEOUT (a client that stopped reading).
+   */
+  private drain(): void {
+    const now = this.now();
+    for (const s of this.blocked) {
+      if (s.out.closed) {
+        this.blocked.delete(s);
+        s.pending = undefined;
+        continue;
+      }
+      const queued = s.out.queuedBytes;
+      if (queued <= 0) {
+        const actions = [...(s.pending?.values() ?? [])];
+        s.pending = undefined;
+        this.blocked.delete(s);
+        this.write(s, actions);
+      } else if (queued < s.stalledBytes) {
+        s.stalledBytes = queued;
+        s.stalledSinceMs = now;
+      } else if (now - s.stalledSinceMs >= this.q.sendTimeoutMs) {
+        this.fail(
+          s,
+          new StreamError(
+            `client is not reading its stream (${queued} bytes not taken for ${this.q.sendTimeoutMs}ms: RLQS_SEND_TIMEOUT)`,
+            'exhausted',
+          ),
+        );
+      }
+    }
+    if (this.blocked.size === 0) {
+      clearInterval(this.drainTimer);
+      this.drainTimer = undefined;
+    }
+  }
+
+  /** Makes sure the assignments are passed over by `atMs`: a refresh timer when the next pass is later. */
+  private refreshBy(atMs: number): void {
+    if (this.closing || this.timer === undefined) return;
+    if (atMs >= this.nextPassMs || atMs >= this.refreshAtMs) return;
+    clearTimeout(this.refreshTimer);
+    this.refreshAtMs = atMs;
+    this.refreshTimer = setTimeout(
+      () => {
+        this.refreshAtMs = Infinity;
+        this.refreshTimer = undefined;
+        try {
+          for (const b of this.buckets.values()) this.reallocate(b, false);
+          this.flush();
+        } catch (err) {
+          this.opts.logger.error({ err }, 'rate limit quota refresh failed');
+        }
+      },
+      Math.max(0, atMs - this.now()),
+    );
+    this.refreshTimer.unref();
   }
 
   /** The periodic pass; an unexpected error is logged, never thrown out of the timer (the process stays up). */
@@ -411,6 +587,7 @@ export class QuotaServer {
   /** Abandons idle buckets, exchanges fleet demand once per window, refreshes assignments. */
   private pass(): void {
     const now = this.now();
+    this.nextPassMs = now + this.tickMs;
     for (const s of this.streams) {
       let abandoned: WireBucketAction[] | undefined;
       for (const b of s.buckets.values()) {

@@ -89,7 +89,9 @@ t.test('counts exactly on a connection of its own, with the same commands as the
   const probe = admin(redis);
   for (const [k, v] of expected) {
     t.equal(await probe.get(k), String(v), `count of ${JSON.stringify(k)}`);
-    t.equal(await probe.ttl(k), 60, 'EXPIRE sent');
+    // EXPIRE 60 was sent; on a loaded machine a second may pass before the probe reads it.
+    const ttl = await probe.ttl(k);
+    t.ok(ttl > 55 && ttl <= 60, `EXPIRE sent (ttl ${ttl})`);
   }
   // Every count a request saw is one the key passed through: the highest is the total.
   for (const k of keys) {

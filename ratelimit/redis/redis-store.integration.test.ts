@@ -98,12 +98,12 @@ t.test('implicit pipelining: concurrent requests share pipelines; the limit boun
       r.counts,
       Array.from({ length: 20 }, (_, i) => i + 1),
     );
-  t.equal(await redis.client().ttl(`pl${JSON.stringify({})}`), 60, 'EXPIRE sent without a window');
-  t.equal(
-    await redis.client().ttl(`pl${JSON.stringify({ REDIS_PIPELINE_WINDOW: '5ms' })}`),
-    60,
-    'EXPIRE sent in a window',
-  );
+  // EXPIRE 60 was sent; on a loaded machine a second may pass before the TTL is read.
+  const ttl = (env: object) => redis.client().ttl(`pl${JSON.stringify(env)}`);
+  const without = await ttl({});
+  t.ok(without > 55 && without <= 60, `EXPIRE sent without a window (ttl ${without})`);
+  const within = await ttl({ REDIS_PIPELINE_WINDOW: '5ms' });
+  t.ok(within > 55 && within <= 60, `EXPIRE sent in a window (ttl ${within})`);
 });
 
 t.test(

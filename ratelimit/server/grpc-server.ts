@@ -178,6 +178,9 @@ export class RateLimitGrpcServer {
           get closed() {
             return out.closed;
           },
+          get queuedBytes() {
+            return out.queuedBytes;
+          },
         };
         let stream;
         try {

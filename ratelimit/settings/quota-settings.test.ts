@@ -16,6 +16,9 @@ t.test('RLQS settings: defaults and refusals', async (t) => {
     maxBucketsPerStream: 1000,
     maxReportsPerMessage: 1000,
     maxBuckets: 100_000,
+    maxBucketBytesPerStream: 1024 * 1024,
+    maxBucketBytes: 64 * 1024 * 1024,
+    sendTimeoutMs: 30_000,
   });
   t.equal(
     loadSettings({ RLQS_ENABLED: 'true', RLQS_REPORTING_INTERVAL: '1s' }).quota.reportingIntervalMs,
@@ -31,4 +34,6 @@ t.test('RLQS settings: defaults and refusals', async (t) => {
   );
   t.throws(() => loadSettings({ RLQS_DEMAND_SMOOTHING: '0' }), /RLQS_DEMAND_SMOOTHING/);
   t.throws(() => loadSettings({ RLQS_MAX_STREAMS: '0' }), /RLQS_MAX_STREAMS/);
+  t.throws(() => loadSettings({ RLQS_MAX_BUCKET_BYTES: '0' }), /RLQS_MAX_BUCKET_BYTES/);
+  t.throws(() => loadSettings({ RLQS_SEND_TIMEOUT: '10ms' }), /RLQS_SEND_TIMEOUT.*at least 100ms/);
 });

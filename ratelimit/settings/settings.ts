@@ -348,14 +348,12 @@ function redisSettings(r: EnvReader, prefix: string, defaultUrl: string): RedisS
 /** Parses every setting; throws SettingsError naming the variable on the first invalid value. */
 export function loadSettings(env: Env = process.env): Settings {
   const r = new EnvReader(env);
-  const backend = r.raw('BACKEND_TYPE');
-  let backendType: BackendType = 'redis';
-  if (backend !== undefined) {
-    const b = backend.toLowerCase();
-    if (b === 'redis' || b === 'memcache' || b === 'memory') backendType = b;
-    else
-      throw new SettingsError('BACKEND_TYPE', `invalid value '${backend}' (one of: redis, memcache, memory)`);
-  }
+  // Read with its default, so `ratelimit --help` (which notes each read) shows it.
+  const backend = r.string('BACKEND_TYPE', 'redis');
+  const b = backend.toLowerCase();
+  if (b !== 'redis' && b !== 'memcache' && b !== 'memory')
+    throw new SettingsError('BACKEND_TYPE', `invalid value '${backend}' (one of: redis, memcache, memory)`);
+  const backendType: BackendType = b;
 
   const s: Settings = {
     host: r.string('HOST', '0.0.0.0'),
@@ -538,6 +536,12 @@ export interface QuotaSettings {
   maxReportsPerMessage: number;
   /** RLQS_MAX_BUCKETS: distinct buckets a pod tracks at once. */
   maxBuckets: number;
+  /** RLQS_MAX_BUCKET_BYTES_PER_STREAM: UTF-8 bytes of the bucket ids (domain, keys, values) one stream reports. */
+  maxBucketBytesPerStream: number;
+  /** RLQS_MAX_BUCKET_BYTES: UTF-8 bytes of the distinct bucket ids a pod tracks at once. */
+  maxBucketBytes: number;
+  /** RLQS_SEND_TIMEOUT: a stream whose client takes none of its queued responses for this long is ended. */
+  sendTimeoutMs: number;
 }
 
 /** The RLQS_* group: parsed on its own so the Settings object can be regrouped around it. */
@@ -554,7 +558,13 @@ function quotaSettings(r: EnvReader): QuotaSettings {
     maxBucketsPerStream: r.int('RLQS_MAX_BUCKETS_PER_STREAM', 1000, { min: 1 }),
     maxReportsPerMessage: r.int('RLQS_MAX_REPORTS_PER_MESSAGE', 1000, { min: 1 }),
     maxBuckets: r.int('RLQS_MAX_BUCKETS', 100_000, { min: 1 }),
+    maxBucketBytesPerStream: r.int('RLQS_MAX_BUCKET_BYTES_PER_STREAM', 1024 * 1024, { min: 1 }),
+    maxBucketBytes: r.int('RLQS_MAX_BUCKET_BYTES', 64 * 1024 * 1024, { min: 1 }),
+    sendTimeoutMs: r.durationMs('RLQS_SEND_TIMEOUT', 30_000),
   };
+  if (q.sendTimeoutMs < 100) {
+    throw new SettingsError('RLQS_SEND_TIMEOUT', `must be at least 100ms, got ${q.sendTimeoutMs}ms`);
+  }
   if (q.reportingIntervalMs < 40 || q.reportingIntervalMs > 3_600_000) {
     throw new SettingsError(
       'RLQS_REPORTING_INTERVAL',
