@@ -115,7 +115,11 @@ t.test('the default render: mTLS xDS, debug on loopback, NetworkPolicies, PDBs, 
     { name: 'xds-tls', secret: { secretName: 'rl-ratelimit-xds-client-tls' } },
   ]);
   t.ok(rl.spec.template.spec.containers[0].readinessProbe.httpGet, 'readiness probe');
-  t.same(rl.spec.template.spec.containers[0].livenessProbe.grpc, { port: 8081 }, 'liveness on gRPC health');
+  t.same(
+    rl.spec.template.spec.containers[0].livenessProbe.grpc,
+    { port: 8081, service: 'liveness' },
+    "liveness on gRPC health's `liveness` service (the process serves; not config or Redis)",
+  );
   const op = find(objs, 'Deployment', 'rl-ratelimit-operator');
   t.match(op.spec.template.spec.containers[0].args, [
     '--xds-listen=0.0.0.0:18000',

@@ -29,6 +29,15 @@ t.test(
     });
     t.equal(down.code, 2);
     t.match(down.stderr, /^ratelimit-config counters: cannot reach Redis at 127\.0\.0\.1:1 within 1 s/);
+    // REDIS_SOCKET_TYPE left at the service's default (unix) with a host:port address: the message says so.
+    const unix = await runInProcess([...base, '--descriptor', DESCRIPTOR, '--timeout', '1'], {
+      REDIS_URL: '127.0.0.1:1',
+    });
+    t.equal(unix.code, 2);
+    t.match(
+      unix.stderr,
+      /REDIS_SOCKET_TYPE=unix, the service's default: .*for host:port set REDIS_SOCKET_TYPE=tcp\)\n$/,
+    );
     const noConfig = await runInProcess([
       'counters',
       'get',

@@ -176,6 +176,13 @@ t.test('envoy: for examples/config, the actions of examples/envoy/envoy.yaml', a
   );
 });
 
+t.test('envoy: the config as positional paths, as its usage shows, prints what --config does', async (t) => {
+  const positional = await runInProcess(['envoy', CONFIG, '--domain', 'example', ...MAPPING]);
+  t.equal(positional.code, 0, positional.stderr);
+  const flag = await runInProcess(['envoy', '--config', CONFIG, '--domain', 'example', ...MAPPING]);
+  t.equal(positional.stdout, flag.stdout);
+});
+
 t.test('envoy: keys without a source are listed, exit 1, nothing printed', async (t) => {
   const r = await runInProcess(['envoy', '--config', CONFIG, '--header', 'user=x-user']);
   t.equal(r.code, 1);

@@ -64,7 +64,7 @@ examples:
 
 exit status: 0 converted, 1 invalid input or no config, 2 usage error or a document already a RateLimitConfig
 `,
-  envoy: `usage: ratelimit-config envoy --config <paths> [--domain D] [sources...]
+  envoy: `usage: ratelimit-config envoy [--config] <paths> [--domain D] [--header|--generic-key|--match ...]
 
 Prints the rate_limits (YAML) of an Envoy route or virtual host: one entry per path of the descriptor
 tree that ends at a limit, one action per level. remote_address, destination_cluster, source_cluster

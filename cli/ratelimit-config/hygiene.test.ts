@@ -160,7 +160,7 @@ t.test('validate reads kind: List (kubectl get rlc -A -o yaml), each item checke
   // line 34: the second item's `unit:` (5 lines of header, 16 per item, the 13th)
   t.equal(
     bad.stdout,
-    `${tmp.path('bad.yaml')}:34:13: items[1].spec.descriptors[0].rate_limit.unit: invalid rate limit unit 'fortnight'\n`,
+    `${tmp.path('bad.yaml')}:34:13: items[1].spec.descriptors[0].rate_limit.unit: invalid rate limit unit 'fortnight' (one of: second, minute, hour, day, week, month, year)\n`,
   );
   const conflict = await runBuilt('ratelimit-config', [
     'validate',

@@ -10,7 +10,7 @@ const ex = (p: string) => join(REPO_ROOT, 'examples', p);
 const INVALID: Record<string, { field: string; message: string; line: number }> = {
   'bad-unit.yaml': {
     field: 'spec.descriptors[0].rate_limit.unit',
-    message: "invalid rate limit unit 'fortnight'",
+    message: "invalid rate limit unit 'fortnight' (one of: second, minute, hour, day, week, month, year)",
     line: 12,
   },
   'burst-without-token-bucket.yaml': {
@@ -64,7 +64,7 @@ const INVALID: Record<string, { field: string; message: string; line: number }> 
   },
   'unknown-field.yaml': {
     field: 'spec.descriptors[0].ratelimit',
-    message: "config error, unknown key 'ratelimit'",
+    message: "config error, unknown key 'ratelimit'; did you mean rate_limit?",
     line: 11,
   },
   'unlimited-with-unit.yaml': {
@@ -163,7 +163,7 @@ t.test('the executable: annotations for CI (file:line:col: message) and exit cod
   t.equal(lines.length, Object.keys(INVALID).length);
   t.ok(
     lines.includes(
-      "examples/invalid/bad-unit.yaml:12:9: spec.descriptors[0].rate_limit.unit: invalid rate limit unit 'fortnight'",
+      "examples/invalid/bad-unit.yaml:12:9: spec.descriptors[0].rate_limit.unit: invalid rate limit unit 'fortnight' (one of: second, minute, hour, day, week, month, year)",
     ),
     lines.join('\n'),
   );

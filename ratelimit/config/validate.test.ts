@@ -30,9 +30,12 @@ t.test('ConfigError names source and field in its message', async (t) => {
   const e = new ConfigError(
     'config/a.yaml',
     'descriptors[0].rate_limit.unit',
-    "invalid rate limit unit 'fortnight'",
+    "invalid rate limit unit 'fortnight' (one of: second, minute, hour, day, week, month, year)",
   );
-  t.equal(e.message, "config/a.yaml: descriptors[0].rate_limit.unit: invalid rate limit unit 'fortnight'");
+  t.equal(
+    e.message,
+    "config/a.yaml: descriptors[0].rate_limit.unit: invalid rate limit unit 'fortnight' (one of: second, minute, hour, day, week, month, year)",
+  );
   t.ok(e instanceof Error);
   t.equal(e.name, 'ConfigError');
 });
@@ -42,13 +45,13 @@ t.test('invalid unit', async (t) => {
     t,
     'domain: d\ndescriptors:\n  - key: k\n    descriptors:\n      - key: k2\n      - key: k3\n        rate_limit: { unit: fortnight, requests_per_unit: 1 }\n',
     'descriptors[0].descriptors[1].rate_limit.unit',
-    "invalid rate limit unit 'fortnight'",
+    "invalid rate limit unit 'fortnight' (one of: second, minute, hour, day, week, month, year)",
   );
   expectError(
     t,
     'domain: d\ndescriptors:\n  - key: k\n    rate_limit: { unit: unknown }\n',
     'descriptors[0].rate_limit.unit',
-    "invalid rate limit unit 'unknown'",
+    "invalid rate limit unit 'unknown' (one of: second, minute, hour, day, week, month, year)",
   );
 });
 
@@ -188,13 +191,13 @@ t.test('unknown keys anywhere', async (t) => {
     t,
     'domain: d\ndescriptors:\n  - key: k\n    ratelimit: { unit: second }\n',
     'descriptors[0].ratelimit',
-    "config error, unknown key 'ratelimit'",
+    "config error, unknown key 'ratelimit'; did you mean rate_limit?",
   );
   expectError(
     t,
     'domain: d\ndescriptors:\n  - key: k\n    rate_limit: { unit: second, requestsperunit: 5 }\n',
     'descriptors[0].rate_limit.requestsperunit',
-    "config error, unknown key 'requestsperunit'",
+    "config error, unknown key 'requestsperunit'; did you mean requests_per_unit?",
   );
   expectError(
     t,
@@ -267,7 +270,10 @@ t.test('validateDocument returns every error of a document', async (t) => {
       ['descriptors[1]', "duplicate descriptor composite key '.a'"],
       ['descriptors[2].colour', "config error, unknown key 'colour'"],
       ['descriptors[2].rate_limit.unit', 'should not specify rate limit unit when unlimited'],
-      ['descriptors[0].rate_limit.unit', "invalid rate limit unit 'fortnight'"],
+      [
+        'descriptors[0].rate_limit.unit',
+        "invalid rate limit unit 'fortnight' (one of: second, minute, hour, day, week, month, year)",
+      ],
       [
         'descriptors[3].share_threshold',
         "share_threshold can only be used with wildcard values (ending with '*'), but found key 'c_x'",

@@ -2,6 +2,7 @@
 // then the cross-field rules of schema.ts, with the reference's wording. Every door (YAML files,
 // xDS resources, custom resources) goes through here.
 import { Ajv, type ErrorObject } from 'ajv';
+import { suggest } from '../../common/index.js';
 import { DESCRIPTOR_DEPTH_MESSAGE, descriptorTooDeep } from './depth.js';
 import { ConfigError } from './errors.js';
 import {
@@ -10,7 +11,10 @@ import {
   MAX_TOKEN_BUCKET_REFILL_SECONDS,
   configSchema,
 } from './schema.js';
-import { UNIT_SECONDS, parseUnit } from './units.js';
+import { UNITS, UNIT_SECONDS, parseUnit } from './units.js';
+
+/** The valid units, as an invalid one's message lists them. */
+const UNIT_NAMES = UNITS.map((u) => u.toLowerCase()).join(', ');
 
 /** The typed shape of a document that passed validation (null fields already removed). */
 export interface ReplacesDoc {
@@ -47,7 +51,8 @@ export interface ConfigDoc {
   readonly descriptors?: readonly DescriptorDoc[];
 }
 
-const ajv = new Ajv({ allErrors: true, strict: true });
+// verbose: an error carries the schema it failed (an unknown key's message suggests the nearest known one).
+const ajv = new Ajv({ allErrors: true, strict: true, verbose: true });
 const validateSchema = ajv.compile(configSchema);
 
 /**
@@ -112,13 +117,24 @@ const TYPE_NAMES: Record<string, string> = {
   object: 'a map',
 };
 
+/** The keys the schema that refused an unknown key allows. */
+function knownKeys(e: ErrorObject): string[] {
+  const props = (e.parentSchema as { properties?: Record<string, unknown> } | undefined)?.properties;
+  return props ? Object.keys(props) : [];
+}
+
 function schemaErrorToConfigError(name: string, doc: unknown, e: ErrorObject): ConfigError {
   const field = pointerToField(e.instancePath);
   const last = field.slice(Math.max(field.lastIndexOf('.'), field.lastIndexOf('[')) + 1).replace(']', '');
   switch (e.keyword) {
     case 'additionalProperties': {
       const key = (e.params as { additionalProperty: string }).additionalProperty;
-      return new ConfigError(name, joinField(field, key), `config error, unknown key '${key}'`);
+      const near = suggest(key, knownKeys(e));
+      return new ConfigError(
+        name,
+        joinField(field, key),
+        `config error, unknown key '${key}'${near ? `; did you mean ${near}?` : ''}`,
+      );
     }
     case 'required': {
       const missing = (e.params as { missingProperty: string }).missingProperty;
@@ -138,7 +154,7 @@ function schemaErrorToConfigError(name: string, doc: unknown, e: ErrorObject): C
       return new ConfigError(
         name,
         field,
-        `invalid rate limit unit '${goValue(valueAt(doc, e.instancePath))}'`,
+        `invalid rate limit unit '${goValue(valueAt(doc, e.instancePath))}' (one of: ${UNIT_NAMES})`,
       );
     case 'type': {
       const expected = String((e.params as { type: string }).type);

@@ -57,8 +57,14 @@ export async function run(args: string[], io: Io): Promise<number> {
     try {
       await withDeadline(client.start(timeoutMs), timeoutMs);
     } catch (err) {
+      // The socket type it tried, when it is the one a host:port address does not fit.
+      const main = settings.redis.main;
+      const socket =
+        main.socketType === 'unix'
+          ? ` (REDIS_SOCKET_TYPE=unix, the service's default: ${main.url} was opened as a unix socket path${/:\d+$/.test(main.url) ? '; for host:port set REDIS_SOCKET_TYPE=tcp' : ''})`
+          : '';
       throw new CliError(
-        `ratelimit-config counters: cannot reach Redis at ${where(err)} ${within}${redisCause(err)}`,
+        `ratelimit-config counters: cannot reach Redis at ${where(err)} ${within}${redisCause(err)}${socket}`,
       );
     }
     let readings;

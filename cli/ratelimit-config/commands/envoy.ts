@@ -14,7 +14,8 @@ export const options = {
 } as const;
 
 export function run(args: string[], io: Io): number {
-  const { values } = parseArgs({ args, options, allowPositionals: false });
+  // The config's files and folders: --config, or as positional arguments (as validate takes them).
+  const { values, positionals } = parseArgs({ args, options, allowPositionals: true });
   const headers = new Map<string, string>();
   for (const pair of values.header ?? []) {
     const eq = pair.indexOf('=');
@@ -30,7 +31,7 @@ export function run(args: string[], io: Io): number {
       throw new UsageError((err as Error).message);
     }
   }
-  const set = loadSet(values.config ?? [], values, io);
+  const set = loadSet([...(values.config ?? []), ...positionals], values, io);
   if (!requireValid(set, 'envoy', io)) return 2;
   const domains = [...set.domains.keys()];
   const domain = values.domain ?? (domains.length === 1 ? domains[0]! : undefined);

@@ -92,6 +92,9 @@ t.test('errors from a later file name that file', async (t) => {
           yaml: 'domain: b\ndescriptors:\n  - key: k\n    rate_limit: { unit: fortnight }\n',
         },
       ]),
-    { message: "b.yaml: descriptors[0].rate_limit.unit: invalid rate limit unit 'fortnight'" },
+    {
+      message:
+        "b.yaml: descriptors[0].rate_limit.unit: invalid rate limit unit 'fortnight' (one of: second, minute, hour, day, week, month, year)",
+    },
   );
 });
