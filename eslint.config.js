@@ -34,8 +34,10 @@ const LAYERS = {
 };
 
 // Second entries: proto/ratelimit-config.ts gives the config model and its parse worker the
-// RateLimitConfig codec, the unit table and the Struct helpers without loading @grpc/grpc-js.
-const ENTRIES = ['proto/ratelimit-config.ts'];
+// RateLimitConfig codec, the unit table and the Struct helpers without loading @grpc/grpc-js;
+// h2grpc/h2/frames.ts and h2grpc/h2/hpack.ts give raw-frame clients (the attack harness, the
+// benchmark's load generator) HTTP/2's wire facts and the HPACK coder.
+const ENTRIES = ['proto/ratelimit-config.ts', 'h2grpc/h2/frames.ts', 'h2grpc/h2/hpack.ts'];
 
 export default tseslint.config(
   { ignores: ['**/node_modules/**', '**/dist/**', '**/.tap/**', 'papers/public/**'] },

@@ -3,6 +3,7 @@
 // process (docs/decisions/006-http2-layer.md). It imports only node:* and common/, so it can be used
 // without the rest of the project.
 export { H2GrpcServer, type H2GrpcServerOptions } from './server.js';
+export { DEFAULT_H2_LIMITS, type H2Limits } from './h2/limits.js';
 export type {
   BidiHandler,
   BidiStreamingMethod,

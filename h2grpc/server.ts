@@ -25,6 +25,7 @@ import type {
   UnaryMethod,
 } from './grpc/method.js';
 import { refuseHttp, Status, trailersOnly } from './grpc/status.js';
+import { H2Budget, type H2Limits, withDefaults } from './h2/limits.js';
 import { H2Session } from './h2/session.js';
 
 export interface H2GrpcServerOptions {
@@ -38,12 +39,8 @@ export interface H2GrpcServerOptions {
   tls?: { certFile: string; keyFile: string; clientCaFile?: string };
   /** How often TLS files are re-read (ms). */
   tlsReloadMs?: number;
-  /** Streams one connection may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS; default 1000). */
-  maxConcurrentStreams?: number;
-  /** MB one connection may buffer (default 64): request bytes held by its calls, answers it does not read. */
-  maxSessionMemoryMb?: number;
-  /** Bytes of request headers (SETTINGS_MAX_HEADER_LIST_SIZE; default 65536). */
-  maxHeaderListSize?: number;
+  /** The HTTP/2 bounds, per connection and for the whole server (h2/limits.ts; defaults for those left out). */
+  limits?: Partial<H2Limits>;
   /** The HTTP/2 implementation: ours (h2/, the default) or node:http2. */
   http2?: 'builtin' | 'node';
 }
@@ -65,10 +62,14 @@ export class H2GrpcServer {
   private readonly sessions = new Set<Session>();
   private readonly openStreams = new Set<ServerStream<unknown>>();
   private server: net.Server | tls.Server | undefined;
+  private readonly limits: Readonly<H2Limits>;
+  private idleSweep: NodeJS.Timeout | undefined;
   private tlsFiles: TlsFileWatcher | undefined;
   private closing = false;
 
-  constructor(private readonly opts: H2GrpcServerOptions) {}
+  constructor(private readonly opts: H2GrpcServerOptions) {
+    this.limits = withDefaults(opts.limits ?? {});
+  }
 
   addUnary<Req, Res>(path: string, m: UnaryMethod<Req, Res>): void {
     this.methods.set(path, { kind: 'unary', m: m as UnaryMethod<unknown, unknown> });
@@ -88,7 +89,9 @@ export class H2GrpcServer {
     const tlsFiles = tlsOpts ? this.watchTls(tlsOpts) : undefined;
     const server = this.opts.http2 === 'node' ? this.nodeServer(tlsFiles) : this.builtinServer(tlsFiles);
     this.server = server;
+    if (this.limits.maxConnections > 0) server.maxConnections = this.limits.maxConnections;
     tlsFiles?.start();
+    this.startIdleSweep();
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       const done = () => {
@@ -107,15 +110,12 @@ export class H2GrpcServer {
    * with the same settings, and a header list bound (SETTINGS_MAX_HEADER_LIST_SIZE, 431 past it).
    */
   private builtinServer(tlsFiles: TlsFileWatcher | undefined): net.Server | tls.Server {
-    const sessionOpts = {
-      maxConcurrentStreams: this.opts.maxConcurrentStreams ?? 1000,
-      maxSessionMemory: (this.opts.maxSessionMemoryMb ?? 64) * 1024 * 1024,
-      maxHeaderListSize: this.opts.maxHeaderListSize ?? 65_536,
-    };
+    const limits = this.limits;
+    const budget = new H2Budget(limits.maxTotalSessionMemory);
     const start = (socket: net.Socket): void => {
       // Nagle's algorithm with the peer's delayed ACKs holds small answers back up to 40 ms at low rates.
       socket.setNoDelay(true);
-      const session = new H2Session(socket, sessionOpts);
+      const session = new H2Session(socket, limits, budget);
       session.on('stream', (stream: GrpcStream, headers: http2.IncomingHttpHeaders) =>
         this.onStream(stream, headers),
       );
@@ -144,10 +144,10 @@ export class H2GrpcServer {
     // refuses new streams (ENHANCE_YOUR_CALM) past maxSessionMemory MB of buffered data. Envoy opens
     // few connections with many streams each; the defaults leave it ample room.
     const settings: http2.Settings = {
-      maxConcurrentStreams: this.opts.maxConcurrentStreams ?? 1000,
-      maxHeaderListSize: this.opts.maxHeaderListSize ?? 65_536,
+      maxConcurrentStreams: this.limits.maxConcurrentStreams,
+      maxHeaderListSize: this.limits.maxHeaderListSize,
     };
-    const common = { settings, maxSessionMemory: this.opts.maxSessionMemoryMb ?? 64 };
+    const common = { settings, maxSessionMemory: Math.ceil(this.limits.maxSessionMemory / 1048576) };
     const tlsOpts = this.opts.tls;
     const server = tlsFiles
       ? http2.createSecureServer({
@@ -181,6 +181,25 @@ export class H2GrpcServer {
       },
     );
     return this.tlsFiles;
+  }
+
+  /**
+   * Closes (GOAWAY, NO_ERROR) connections of our HTTP/2 layer that had no open stream for
+   * maxConnectionIdleMs: one timer for the server, none per connection.
+   */
+  private startIdleSweep(): void {
+    const idle = this.limits.maxConnectionIdleMs;
+    if (idle <= 0 || this.opts.http2 === 'node') return;
+    this.idleSweep = setInterval(
+      () => {
+        const now = performance.now();
+        for (const s of this.sessions) {
+          if (s instanceof H2Session && s.idleFor(now) > idle) s.close();
+        }
+      },
+      Math.max(10, Math.min(idle / 2, 10_000)),
+    );
+    this.idleSweep.unref();
   }
 
   private onSession(session: Session): void {
@@ -254,6 +273,7 @@ export class H2GrpcServer {
    */
   async close(deadlineMs = 10_000): Promise<void> {
     this.closing = true;
+    clearInterval(this.idleSweep);
     this.tlsFiles?.close();
     const server = this.server;
     if (!server) return;

@@ -289,9 +289,7 @@ export class RateLimitApp {
       maxReceiveMessageLength: s.grpc.maxRecvMsgSize,
       maxDecompressedMessageLength: s.grpc.maxDecompressedMsgSize,
       requestBounds: s.requestBounds,
-      maxConcurrentStreams: s.grpc.maxConcurrentStreams,
-      maxSessionMemoryMb: s.grpc.maxSessionMemoryMb,
-      maxHeaderListSize: s.grpc.maxHeaderListSize,
+      http2Limits: s.grpc.limits,
       http2: s.grpc.http2,
       quota: this.quota,
       tls: s.grpc.tls.enabled

@@ -171,9 +171,22 @@ export function startBidi(
       fail(err);
     }
   };
+  // Chunks of a message not yet complete, joined once it is (never once per chunk).
+  let parts: Buffer[] = [];
+  let partsLen = 0;
+  let need = 5;
   stream.on('data', (chunk: Buffer) => {
     if (out.closed) return;
-    pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
+    if (pending.length === 0 && parts.length === 0) pending = chunk;
+    else {
+      parts.push(chunk);
+      partsLen += chunk.length;
+      if (pending.length + partsLen < need) return;
+      pending = Buffer.concat(pending.length === 0 ? parts : [pending, ...parts]);
+      parts = [];
+      partsLen = 0;
+    }
+    need = 5;
     while (pending.length >= 5) {
       const flag = pending[0]!;
       const len = pending.readUInt32BE(1);
@@ -190,7 +203,10 @@ export function startBidi(
         fail(new GrpcStatusError(Status.INTERNAL, `invalid message flag ${flag}`));
         return;
       }
-      if (pending.length < 5 + len) return;
+      if (pending.length < 5 + len) {
+        need = 5 + len;
+        return;
+      }
       const payload = pending.subarray(5, 5 + len);
       pending = pending.subarray(5 + len);
       if (flag === 1) {
@@ -214,7 +230,7 @@ export function startBidi(
   stream.on('end', () => {
     const done = (): void => {
       if (out.closed) return;
-      if (pending.length > 0) fail(new GrpcStatusError(Status.INTERNAL, 'truncated message'));
+      if (pending.length + partsLen > 0) fail(new GrpcStatusError(Status.INTERNAL, 'truncated message'));
       else handler.halfClose();
     };
     if (chain) void chain.then(done);

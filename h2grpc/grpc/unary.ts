@@ -24,7 +24,7 @@ import {
   trailersOnly,
   WAIT_FOR_TRAILERS,
 } from './status.js';
-import { serverStream, startBidi } from './streaming.js';
+import { releaseIfClientOpen, serverStream, startBidi } from './streaming.js';
 
 // The IncomingCall of a stream, set before its listeners are added.
 const CALL = Symbol('grpcCall');
@@ -96,6 +96,8 @@ class IncomingCall implements CallContext {
   private first: Buffer | undefined = undefined;
   private chunks: Buffer[] | undefined = undefined;
   private size = 0;
+  /** The length in the message's prefix, once its five bytes came (-1 before). */
+  private declared = -1;
   private failed = false;
   /** performance.now() before a unary handler with `settled` ran. */
   private startedMs = 0;
@@ -118,17 +120,30 @@ class IncomingCall implements CallContext {
   data(chunk: Buffer): void {
     if (this.failed) return;
     this.size += chunk.length;
-    if (this.size > this.max + 5) {
-      this.failed = true;
-      trailersOnly(
-        this.stream,
-        Status.RESOURCE_EXHAUSTED,
-        `received message larger than max (${this.size - 5} vs. ${this.max}: GRPC_MAX_RECV_MSG_SIZE)`,
-      );
-      return;
-    }
     if (this.first === undefined) this.first = chunk;
     else (this.chunks ??= [this.first]).push(chunk);
+    if (this.declared < 0) {
+      if (this.size < 5) return;
+      // The message's length is known from its first five bytes: one larger than the bound is refused
+      // now, not after the client has sent (and we have held) up to the bound.
+      const head = this.chunks === undefined ? this.first : Buffer.concat(this.chunks);
+      this.declared = head.readUInt32BE(1);
+      if (this.declared > this.max)
+        return this.fail(
+          Status.RESOURCE_EXHAUSTED,
+          `received message larger than max (${this.declared} vs. ${this.max}: GRPC_MAX_RECV_MSG_SIZE)`,
+        );
+    }
+    if (this.size > this.declared + 5)
+      this.fail(Status.UNIMPLEMENTED, 'more than one request message in a unary call');
+  }
+
+  /** Answers a request that cannot be served before it ends; the client's further bytes are not taken. */
+  private fail(code: number, message: string): void {
+    this.failed = true;
+    this.first = this.chunks = undefined;
+    trailersOnly(this.stream, code, message);
+    releaseIfClientOpen(this.stream);
   }
 
   end(): void {

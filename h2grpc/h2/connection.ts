@@ -17,22 +17,19 @@ import {
   settingsFrame,
 } from './frames.js';
 import { encodeHeaders } from './hpack.js';
+import { FIXED, H2Budget, type H2Limits, withDefaults } from './limits.js';
 import { H2Stream, type StreamOwner } from './stream.js';
 import { StreamTable } from './stream-table.js';
 
-export interface H2SessionOptions {
-  maxConcurrentStreams: number;
-  /** Bytes (see the bounds in session.ts). */
-  maxSessionMemory: number;
-  maxHeaderListSize: number;
-  /** How long a new connection has to send the preface and its SETTINGS (default 10 s). */
-  prefaceTimeoutMs?: number;
-}
+/** The bounds of one connection: any left out take their defaults (limits.ts). */
+export type H2SessionOptions = Partial<H2Limits>;
 
 /** The connection window we open at the start (the stream window stays at the default 65,535). */
 const CONNECTION_WINDOW = 1 << 20;
 /** Streams of recently reset ids remembered, so that frames the peer had in flight are ignored. */
 const RECENT_RESETS = 256;
+/** Bytes a connection may hold however full the server's budget is. */
+const FAIR_FLOOR = 256 * 1024;
 
 export class H2Connection extends EventEmitter implements StreamOwner {
   closed = false;
@@ -48,25 +45,43 @@ export class H2Connection extends EventEmitter implements StreamOwner {
   protected peerMaxFrame = DEFAULT_MAX_FRAME;
   protected recvWindow = CONNECTION_WINDOW;
   protected recvUnacked = 0;
-  /** Request bytes delivered to streams that have not ended. */
+  /** Request bytes (headers and bodies) held by streams that have not ended. */
   protected held = 0;
   protected readonly blocked = new Set<H2Stream>();
+  protected readonly opts: Readonly<H2Limits>;
+  /** Shared by the connections of one server (a connection made alone has its own). */
+  protected readonly budget: H2Budget;
+  /** performance.now() when the last stream closed (or the connection opened) while none is open. */
+  idleSince = performance.now();
+  /** Reading is paused until the peer takes what waits in the socket. */
+  private readPaused = false;
+  private drainWatched = false;
+  /** Set when we send HEADERS or DATA: the next PING is not a strike (as grpc-go does). */
+  protected sentSincePing = false;
   private out: Buffer[] = [];
   private flushScheduled = false;
 
   constructor(
     readonly socket: Socket,
-    protected readonly opts: H2SessionOptions,
+    opts: H2SessionOptions = {},
+    budget?: H2Budget,
   ) {
     super();
+    this.opts = withDefaults(opts);
+    this.budget = budget ?? new H2Budget(this.opts.maxTotalSessionMemory);
     this.write(
       settingsFrame([
-        [Setting.MAX_CONCURRENT_STREAMS, opts.maxConcurrentStreams],
-        [Setting.MAX_HEADER_LIST_SIZE, opts.maxHeaderListSize],
+        [Setting.MAX_CONCURRENT_STREAMS, this.opts.maxConcurrentStreams],
+        [Setting.MAX_HEADER_LIST_SIZE, this.opts.maxHeaderListSize],
         [Setting.ENABLE_PUSH, 0],
       ]),
     );
     this.write(frameU32(FrameType.WINDOW_UPDATE, 0, CONNECTION_WINDOW - DEFAULT_WINDOW));
+  }
+
+  /** How long the connection has had no open stream at `now` (0 while one is open). */
+  idleFor(now: number): number {
+    return this.streams.size === 0 ? now - this.idleSince : 0;
   }
 
   /** GOAWAY: streams already open finish, new ones are refused; the connection ends after the last. */
@@ -81,6 +96,7 @@ export class H2Connection extends EventEmitter implements StreamOwner {
   destroy(): void {
     if (this.destroyed) return;
     this.closed = this.destroyed = true;
+    this.budget.setUnsent(this, 0);
     this.socket.destroy();
   }
 
@@ -109,8 +125,26 @@ export class H2Connection extends EventEmitter implements StreamOwner {
   /** The request bytes a stream held no longer count against the connection's bound. */
   protected release(s: H2Stream): void {
     this.held -= s.held;
+    this.budget.held -= s.held;
     s.held = 0;
     this.creditConnection();
+  }
+
+  /** Counts request bytes (a header list, a DATA payload) against the connection's and the server's bounds. */
+  protected hold(s: H2Stream, bytes: number): void {
+    s.held += bytes;
+    this.held += bytes;
+    this.budget.held += bytes;
+  }
+
+  /**
+   * Whether this connection holds more than it may: past its own bound, or past a fair part of the
+   * server's when all connections together are over theirs. A connection holding little (a caller with a
+   * few small calls in flight) is never the one held back.
+   */
+  protected overBudget(): boolean {
+    if (this.held > this.opts.maxSessionMemory) return true;
+    return this.budget.full && this.held > FAIR_FLOOR;
   }
 
   /** A stream refused before the server saw it. */
@@ -143,6 +177,7 @@ export class H2Connection extends EventEmitter implements StreamOwner {
     if (s.closed) return;
     s.closed = true;
     this.streams.delete(s);
+    if (this.streams.size === 0) this.idleSince = performance.now();
     this.blocked.delete(s);
     s.queue.length = 0;
     s.queuedBytes = 0;
@@ -152,6 +187,7 @@ export class H2Connection extends EventEmitter implements StreamOwner {
   }
 
   sendHeaders(s: H2Stream, headers: Readonly<Record<string, string | number>>, endStream: boolean): void {
+    this.sentSincePing = true;
     const block = headerBlock(headers);
     const max = this.peerMaxFrame;
     let flags = endStream ? Flag.END_STREAM : 0;
@@ -179,6 +215,7 @@ export class H2Connection extends EventEmitter implements StreamOwner {
       }
       const last = n === head.length - s.queueOffset && q.length === 1 && s.ending && !s.waitForTrailers;
       this.write(frame(FrameType.DATA, last ? Flag.END_STREAM : 0, s.id, head, s.queueOffset, n));
+      this.sentSincePing = true;
       s.sendWindow -= n;
       this.sendWindow -= n;
       s.queuedBytes -= n;
@@ -222,7 +259,7 @@ export class H2Connection extends EventEmitter implements StreamOwner {
 
   /** Gives received bytes back to the peer as connection window, unless open streams hold too much. */
   protected creditConnection(): void {
-    if (this.recvUnacked < CONNECTION_WINDOW >>> 2 || this.held > this.opts.maxSessionMemory) return;
+    if (this.recvUnacked < CONNECTION_WINDOW >>> 2 || this.overBudget()) return;
     this.write(frameU32(FrameType.WINDOW_UPDATE, 0, this.recvUnacked));
     this.recvWindow += this.recvUnacked;
     this.recvUnacked = 0;
@@ -245,24 +282,61 @@ export class H2Connection extends EventEmitter implements StreamOwner {
     const out = this.out;
     if (out.length === 0 || this.destroyed) return;
     this.out = [];
-    this.socket.write(out.length === 1 ? out[0]! : Buffer.concat(out));
-    if (this.socket.writableLength > this.opts.maxSessionMemory) {
+    const socket = this.socket;
+    socket.write(out.length === 1 ? out[0]! : Buffer.concat(out));
+    const waiting = socket.writableLength;
+    if (waiting === 0) return;
+    if (waiting > this.opts.maxSessionMemory) {
       this.emitError(new Error('HTTP/2 peer is not reading its connection'));
       this.destroy();
+      return;
+    }
+    // What waits in sockets counts against the server's budget until the peer takes it; past the
+    // budget, the connection with most waiting goes.
+    const worst = this.budget.setUnsent(this, waiting);
+    if (worst !== undefined) {
+      const conn = worst as H2Connection;
+      conn.emitError(new Error('HTTP/2 answers not read: the server-wide bound is reached'));
+      conn.destroy();
+      if (conn === this) return;
+    }
+    if (waiting > FIXED.readPauseBytes && !this.readPaused) {
+      this.readPaused = true;
+      socket.pause();
+    }
+    if (!this.drainWatched) {
+      this.drainWatched = true;
+      socket.once('drain', () => this.onDrain());
     }
   }
 
-  protected endSocket(): void {
+  /** The peer took what waited in the socket: it no longer counts, and reading goes on. */
+  private onDrain(): void {
+    this.drainWatched = false;
+    this.budget.setUnsent(this, 0);
+    if (this.readPaused && !this.destroyed) {
+      this.readPaused = false;
+      this.socket.resume();
+    }
+  }
+
+  /**
+   * Ends the connection after what is queued (a GOAWAY last): nothing more is read, and the socket is
+   * destroyed after `lingerMs` if the peer has not closed its side (a peer that never reads, or keeps
+   * writing, costs us no reads and no socket past it).
+   */
+  protected endSocket(lingerMs = 1000): void {
     if (this.destroyed) return;
     this.flushOut();
     this.destroyed = this.closed = true;
+    this.socket.pause();
     this.socket.end();
-    // A peer that never closes its side does not keep the socket.
-    setTimeout(() => this.socket.destroy(), 1000).unref();
+    setTimeout(() => this.socket.destroy(), lingerMs).unref();
   }
 
   protected onSocketClose(): void {
     this.closed = this.destroyed = true;
+    this.budget.setUnsent(this, 0);
     for (const s of this.streams.list()) {
       s.rstCode = ErrorCode.CANCEL;
       s.localEnded = s.remoteEnded = true;

@@ -71,6 +71,8 @@ export class HpackDecoder {
   private end = 0;
   private strBuf: Latin1Buffer = scratch;
   private strAt = 0;
+  /** The decoded size of the last block (names, values and 32 bytes a field), as SETTINGS_MAX_HEADER_LIST_SIZE counts. */
+  listSize = 0;
 
   /** maxTableSize: the SETTINGS_HEADER_TABLE_SIZE we announce (default 4096); a dynamic table size update above it is an HpackError. */
   constructor(maxTableSize: number = DEFAULT_TABLE_SIZE) {
@@ -176,6 +178,7 @@ export class HpackDecoder {
       if (keep) out.push(name, value);
     }
     this.strBuf = scratch; // not the caller's block: it is not ours to keep alive
+    this.listSize = listSize;
     return over ? null : out;
   }
 

@@ -1,129 +1,16 @@
 // The HTTP/2 layer of our own, from a client that writes raw frames: one connection's hostile or broken
 // input ends that stream or that connection, never the process and never another connection's answers;
 // each per-connection bound holds; flow control in both directions. (Protocol conformance as a whole:
-// h2spec, in ../conformance.test.ts.)
-import t, { type Test } from 'tap';
+// h2spec, in ../conformance.test.ts. Each attack class against the whole service: ratelimit/server/h2-attacks.test.ts.)
+import t from 'tap';
 import fc from 'fast-check';
-import * as http2 from 'node:http2';
-import net from 'node:net';
-import { pino } from 'pino';
 import { textFrame } from '../../harness/grpc-raw.js';
-import { frameSplitter, type RawFrame } from '../../harness/h2-frames.js';
-import { H2GrpcServer } from '../server.js';
 import { ErrorCode, Flag, frame, FrameType, frameU32, PREFACE, settingsFrame } from './frames.js';
 import { encodeHeaders } from './hpack.js';
-import { H2Session, type H2SessionOptions } from './session.js';
-
-type Frame = RawFrame;
-
-/** A client socket that writes raw frames and collects what the server sends. */
-class RawClient {
-  readonly frames: Frame[] = [];
-  closed = false;
-  private waiters: (() => void)[] = [];
-
-  constructor(readonly socket: net.Socket) {
-    socket.on(
-      'data',
-      frameSplitter((f) => {
-        this.frames.push(f);
-        this.wake();
-      }),
-    );
-    socket.on('error', () => undefined);
-    socket.on('close', () => {
-      this.closed = true;
-      this.wake();
-    });
-  }
-
-  static async connect(port: number): Promise<RawClient> {
-    const socket = net.connect(port, '127.0.0.1');
-    await new Promise<void>((r, j) => socket.once('connect', r).once('error', j));
-    const c = new RawClient(socket);
-    socket.write(Buffer.concat([PREFACE, settingsFrame([])]));
-    return c;
-  }
-
-  private wake(): void {
-    for (const w of this.waiters.splice(0)) w();
-  }
-
-  /** Waits (up to 10 s) until a frame matching `pred` came, or the connection closed. */
-  async waitFor(pred: (f: Frame) => boolean): Promise<Frame | undefined> {
-    const deadline = Date.now() + 10_000;
-    for (;;) {
-      const f = this.frames.find(pred);
-      if (f || this.closed || Date.now() > deadline) return f;
-      await new Promise<void>((r) => {
-        this.waiters.push(r);
-        setTimeout(r, 200);
-      });
-    }
-  }
-
-  write(...frames: Buffer[]): void {
-    this.socket.write(Buffer.concat(frames));
-  }
-}
-
-const REQUEST = {
-  ':method': 'POST',
-  ':scheme': 'http',
-  ':path': '/t.S/Echo',
-  ':authority': 'x',
-  'content-type': 'application/grpc',
-  te: 'trailers',
-};
-
-function headersFrame(id: number, fields: Record<string, string>, flags: number = Flag.END_HEADERS): Buffer {
-  return frame(FrameType.HEADERS, flags, id, encodeHeaders(fields));
-}
-
-const goawayCode = (f: Frame | undefined) => f?.payload.readUInt32BE(4);
-
-async function startServer(t: Test, opts: Partial<ConstructorParameters<typeof H2GrpcServer>[0]> = {}) {
-  const server = new H2GrpcServer({
-    logger: pino({ level: 'silent' }),
-    maxReceiveMessageLength: 4 * 1024 * 1024,
-    ...opts,
-  });
-  server.addUnary<Buffer, Buffer>('/t.S/Echo', {
-    decode: (b) => b,
-    encode: (m) => m,
-    handle: async (req) => req,
-  });
-  const port = await server.listen({ host: '127.0.0.1', port: 0 });
-  t.teardown(() => server.close(1000));
-  return port;
-}
-
-/** A call from node:http2 (nghttp2) on its own connection: the answer's grpc-status and body. */
-async function echo(port: number, body: Buffer, settings: http2.Settings = {}): Promise<[string, Buffer]> {
-  const session = http2.connect(`http://127.0.0.1:${port}`, { settings });
-  session.on('error', () => undefined);
-  try {
-    return await new Promise((resolve, reject) => {
-      const req = session.request({
-        ':method': 'POST',
-        ':path': '/t.S/Echo',
-        'content-type': 'application/grpc',
-      });
-      const chunks: Buffer[] = [];
-      let status = '';
-      req.on('data', (c: Buffer) => chunks.push(c));
-      req.on('trailers', (h) => (status = String(h['grpc-status'])));
-      req.on('close', () => resolve([status, Buffer.concat(chunks)]));
-      req.on('error', reject);
-      req.end(body);
-    });
-  } finally {
-    session.destroy();
-  }
-}
+import { bareSession, echo, goawayCode, headersFrame, RawClient, REQUEST, startServer } from './testing.js';
 
 t.test('a header list past the bound: 431 for that stream, the connection serves on', async (t) => {
-  const port = await startServer(t, { maxHeaderListSize: 1024 });
+  const port = await startServer(t, { limits: { maxHeaderListSize: 1024 } });
   const c = await RawClient.connect(port);
   t.teardown(() => c.socket.destroy());
   c.write(headersFrame(1, { ...REQUEST, 'x-big': 'v'.repeat(2000) }, Flag.END_HEADERS | Flag.END_STREAM));
@@ -136,7 +23,7 @@ t.test('a header list past the bound: 431 for that stream, the connection serves
 });
 
 t.test('a header block past twice the bound over CONTINUATION frames: ENHANCE_YOUR_CALM', async (t) => {
-  const port = await startServer(t, { maxHeaderListSize: 1024 });
+  const port = await startServer(t, { limits: { maxHeaderListSize: 1024 } });
   const c = await RawClient.connect(port);
   t.teardown(() => c.socket.destroy());
   c.write(frame(FrameType.HEADERS, 0, 1, encodeHeaders(REQUEST)));
@@ -147,7 +34,7 @@ t.test('a header block past twice the bound over CONTINUATION frames: ENHANCE_YO
 });
 
 t.test('streams reset as fast as they are opened: the connection is cut off', async (t) => {
-  const port = await startServer(t, { maxConcurrentStreams: 5 });
+  const port = await startServer(t, { limits: { maxConcurrentStreams: 5 } });
   const c = await RawClient.connect(port);
   t.teardown(() => c.socket.destroy());
   const burst: Buffer[] = [];
@@ -160,7 +47,7 @@ t.test('streams reset as fast as they are opened: the connection is cut off', as
 });
 
 t.test('more streams than SETTINGS_MAX_CONCURRENT_STREAMS: the extra ones are refused', async (t) => {
-  const port = await startServer(t, { maxConcurrentStreams: 2 });
+  const port = await startServer(t, { limits: { maxConcurrentStreams: 2 } });
   const c = await RawClient.connect(port);
   t.teardown(() => c.socket.destroy());
   c.write(headersFrame(1, REQUEST), headersFrame(3, REQUEST), headersFrame(5, REQUEST));
@@ -172,26 +59,7 @@ t.test('more streams than SETTINGS_MAX_CONCURRENT_STREAMS: the extra ones are re
   t.same(d?.payload.subarray(5).toString(), 'one', 'the open streams are served');
 });
 
-/** A bare H2Session (no gRPC server on it) with some options changed; a client socket connected to it. */
-async function bareSession(t: Test, opts: Partial<H2SessionOptions>): Promise<net.Socket> {
-  const server = net.createServer((socket) => {
-    const s = new H2Session(socket, {
-      maxConcurrentStreams: 10,
-      maxSessionMemory: 1 << 20,
-      maxHeaderListSize: 4096,
-      ...opts,
-    });
-    s.on('error', () => undefined);
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.teardown(() => server.close());
-  const socket = net.connect((server.address() as net.AddressInfo).port, '127.0.0.1');
-  socket.on('error', () => undefined);
-  t.teardown(() => socket.destroy());
-  return socket;
-}
-
-t.test('a peer that does not read its answers is disconnected past maxSessionMemory', async (t) => {
+t.test('a peer that floods PINGs and never reads the answers is disconnected', async (t) => {
   const socket = await bareSession(t, { maxSessionMemory: 64 * 1024 });
   let closed = false;
   socket.on('close', () => (closed = true));

@@ -6,16 +6,18 @@
 // events 'stream' (stream, headers), 'close', 'error'; close() (GOAWAY, then end once streams finish),
 // destroy(), closed, destroyed, socket.
 //
-// Bounds, each per connection: SETTINGS_MAX_CONCURRENT_STREAMS (more are refused with REFUSED_STREAM),
-// SETTINGS_MAX_HEADER_LIST_SIZE (a larger request is answered 431), a header block of at most twice that
-// in encoded bytes across its CONTINUATION frames (else ENHANCE_YOUR_CALM), frames of at most 16 KiB
-// (our SETTINGS_MAX_FRAME_SIZE), request bytes held by open streams (past maxSessionMemory the
-// connection window is no longer given back until streams finish), response bytes queued on the socket
-// (past maxSessionMemory the peer is not reading: the connection is destroyed), and streams the client
-// resets (more than twice the stream limit plus 100 in a second: ENHANCE_YOUR_CALM), and the time a new
-// connection has to send its preface and SETTINGS (10 s).
+// Bounds (limits.ts; each with its attack class and test in docs/decisions/006-http2-layer.md): streams
+// open at once, decoded header bytes per call, CONTINUATION frames per header block, frames of at most
+// 16 KiB, bytes held for requests and unread answers per connection and per server (past them new
+// streams are refused and the connection window is not given back; a peer that does not read is
+// paused, then closed), the cost of frames that do no work (empty DATA and header fragments, refused
+// streams, SETTINGS) per second, reset streams per second, PINGs closer than the keepalive minimum
+// (grpc-go's strikes), the time to the preface, and an incomplete frame carried between reads in one
+// buffer of its own size (a frame trickled a byte at a time costs one copy per byte, never a concat of
+// everything so far).
 import type { Socket } from 'node:net';
 import { H2Connection, type H2SessionOptions } from './connection.js';
+import { FIXED, type H2Budget } from './limits.js';
 import {
   DEFAULT_MAX_FRAME,
   DEFAULT_WINDOW,
@@ -36,8 +38,10 @@ import { H2Stream } from './stream.js';
 export type { H2SessionOptions } from './connection.js';
 
 const RESET_WINDOW_MS = 1000;
-const PREFACE_TIMEOUT_MS = 10_000;
-const EMPTY = Buffer.alloc(0);
+/** grpc-go's wait for a PING on a connection with no stream when such PINGs are not permitted. */
+const PING_WITHOUT_STREAM_MS = 2 * 3_600_000;
+/** How long a connection ended for a protocol error waits for its peer to close before it is destroyed. */
+const FAIL_LINGER_MS = 100;
 
 class ConnectionError extends Error {
   constructor(
@@ -49,23 +53,32 @@ class ConnectionError extends Error {
 }
 
 export class H2Session extends H2Connection {
-  private input: Buffer = EMPTY;
+  /** An incomplete preface or frame carried to the next read, in a buffer of the size it needs. */
+  private carry: Buffer | undefined;
+  private carryLen = 0;
   private prefaceSeen = false;
   private settingsSeen = false;
   private readonly decoder = new HpackDecoder();
-  /** A header block spread over CONTINUATION frames. */
+  /** A header block spread over CONTINUATION frames (its non-empty fragments). */
   private block:
-    { id: number; flags: number; chunks: Buffer[]; size: number; priorityError: boolean } | undefined;
+    | { id: number; flags: number; chunks: Buffer[]; size: number; frames: number; priorityError: boolean }
+    | undefined;
   private resetCount = 0;
   private resetWindowStart = 0;
+  /** The cost of frames that did no work in the current second. */
+  private wastedCost = 0;
+  private wastedWindowStart = 0;
+  private pingStrikes = 0;
+  private settingsAnswered = 0;
+  private lastPingAt = -Infinity;
   private readonly prefaceTimer: NodeJS.Timeout;
 
-  constructor(socket: Socket, opts: H2SessionOptions) {
-    super(socket, opts);
+  constructor(socket: Socket, opts: H2SessionOptions = {}, budget?: H2Budget) {
+    super(socket, opts, budget);
     // A connection that never starts HTTP/2 does not hold its socket.
     this.prefaceTimer = setTimeout(
       () => this.fail(ErrorCode.PROTOCOL_ERROR, 'no preface'),
-      opts.prefaceTimeoutMs ?? PREFACE_TIMEOUT_MS,
+      this.opts.prefaceTimeoutMs,
     );
     this.prefaceTimer.unref();
     socket.on('data', (chunk: Buffer) => this.onData(chunk));
@@ -76,10 +89,18 @@ export class H2Session extends H2Connection {
     });
   }
 
+  /**
+   * The bytes this connection holds now: request bytes of its open streams, an incomplete frame, an
+   * unfinished header block, and answers waiting for the peer to read them.
+   */
+  get bufferedBytes(): number {
+    return this.held + (this.carry?.length ?? 0) + (this.block?.size ?? 0) + this.socket.writableLength;
+  }
+
   private onData(chunk: Buffer): void {
     if (this.destroyed) return;
     try {
-      this.parse(chunk);
+      this.read(chunk);
     } catch (err) {
       if (err instanceof ConnectionError) this.fail(err.code, err.message);
       else {
@@ -89,17 +110,47 @@ export class H2Session extends H2Connection {
     }
   }
 
-  private parse(chunk: Buffer): void {
-    const buf = this.input.length === 0 ? chunk : Buffer.concat([this.input, chunk]);
+  /** Completes a carried frame from the chunk's first bytes, then parses the rest of the chunk. */
+  private read(chunk: Buffer): void {
+    let buf = chunk;
+    while (this.carry !== undefined) {
+      const carry = this.carry;
+      const n = Math.min(carry.length - this.carryLen, buf.length);
+      buf.copy(carry, this.carryLen, 0, n);
+      this.carryLen += n;
+      buf = buf.subarray(n);
+      if (this.carryLen < carry.length) return;
+      this.carry = undefined;
+      this.carryLen = 0;
+      // A complete preface, frame header (the frame's length is now known) or frame.
+      this.keep(this.parse(carry));
+      if (this.destroyed) return;
+    }
+    if (buf.length > 0) this.keep(this.parse(buf));
+  }
+
+  /** Carries an incomplete preface or frame in a buffer sized to what it needs next. */
+  private keep(rest: Buffer): void {
+    if (rest.length === 0 || this.destroyed) return;
+    const need = !this.prefaceSeen
+      ? PREFACE.length
+      : rest.length < 9
+        ? 9
+        : 9 + ((rest[0]! << 16) | (rest[1]! << 8) | rest[2]!);
+    const carry = Buffer.allocUnsafe(need);
+    rest.copy(carry);
+    this.carry = carry;
+    this.carryLen = rest.length;
+  }
+
+  /** Parses the complete frames of `buf` (and the preface first); returns the incomplete rest. */
+  private parse(buf: Buffer): Buffer {
     let off = 0;
     if (!this.prefaceSeen) {
       const n = Math.min(buf.length, PREFACE.length);
       if (buf.compare(PREFACE, 0, n, 0, n) !== 0)
         throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'bad preface');
-      if (buf.length < PREFACE.length) {
-        this.input = buf;
-        return;
-      }
+      if (buf.length < PREFACE.length) return buf;
       this.prefaceSeen = true;
       off = PREFACE.length;
     }
@@ -114,8 +165,25 @@ export class H2Session extends H2Connection {
       off += 9 + len;
       this.onFrame(type, flags, id, payload);
     }
-    this.input = off === buf.length ? EMPTY : buf.subarray(off);
-    if (this.input.length > 0 && off > 0 && this.input.length < 1024) this.input = Buffer.from(this.input);
+    return buf.subarray(off);
+  }
+
+  /** Frames that do no work cost the connection; past the budget of a second it is closed. */
+  private wasted(cost: number, what: string): void {
+    const now = performance.now();
+    if (now - this.wastedWindowStart > 1000) {
+      this.wastedWindowStart = now;
+      this.wastedCost = 0;
+    }
+    this.wastedCost += cost;
+    if (this.wastedCost > FIXED.floodBudgetPerSecond)
+      throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, `too many ${what}`);
+  }
+
+  /** A stream refused before the server saw it also costs the connection. */
+  private refuseNew(id: number, code: number): void {
+    this.refuse(id, code);
+    this.wasted(10, 'refused streams');
   }
 
   private onFrame(type: number, flags: number, id: number, p: Buffer): void {
@@ -146,7 +214,7 @@ export class H2Session extends H2Connection {
       case FrameType.PING:
         if (id !== 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'PING on a stream');
         if (p.length !== 8) throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'PING of a wrong size');
-        if (!(flags & Flag.ACK)) this.write(frame(FrameType.PING, Flag.ACK, 0, p));
+        if (!(flags & Flag.ACK)) this.onPing(p);
         return;
       case FrameType.GOAWAY:
         if (id !== 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'GOAWAY on a stream');
@@ -171,6 +239,7 @@ export class H2Session extends H2Connection {
     }
     if (p.length > this.recvWindow)
       throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'connection window');
+    if (data.length === 0 && !(flags & Flag.END_STREAM)) this.wasted(1, 'empty DATA frames');
     this.recvWindow -= p.length;
     this.recvUnacked += p.length;
     const s = this.streams.get(id);
@@ -180,6 +249,9 @@ export class H2Session extends H2Connection {
         throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'DATA on an idle stream');
       if (!this.recentResets.includes(id))
         throw new ConnectionError(ErrorCode.STREAM_CLOSED, 'DATA on a closed stream');
+      // Bytes the client had in flight when the stream was reset are allowed; a client that keeps
+      // sending to streams we have answered only costs us reads (1 a frame and 1 a KiB).
+      this.wasted(1 + (p.length >>> 10), 'DATA on reset streams');
       return;
     }
     if (s.remoteEnded) {
@@ -198,8 +270,7 @@ export class H2Session extends H2Connection {
       return this.streamError(id, ErrorCode.PROTOCOL_ERROR);
     }
     if (data.length > 0) {
-      s.held += data.length;
-      this.held += data.length;
+      this.hold(s, data.length);
       try {
         s.emit('data', data);
       } catch (err) {
@@ -240,7 +311,9 @@ export class H2Session extends H2Connection {
       this.onHeaderBlock(id, flags, fragment, priorityError);
       return;
     }
-    this.block = { id, flags, chunks: [Buffer.from(fragment)], size: fragment.length, priorityError };
+    if (fragment.length === 0) this.wasted(1, 'empty header fragments');
+    const chunks = fragment.length === 0 ? [] : [Buffer.from(fragment)];
+    this.block = { id, flags, chunks, size: fragment.length, frames: 0, priorityError };
     this.checkBlockSize(fragment.length);
   }
 
@@ -248,9 +321,12 @@ export class H2Session extends H2Connection {
     const b = this.block;
     if (b === undefined || b.id !== id)
       throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'CONTINUATION without its HEADERS');
+    if (++b.frames > FIXED.maxContinuationFrames)
+      throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'too many CONTINUATION frames');
     b.size += p.length;
     this.checkBlockSize(b.size);
-    b.chunks.push(Buffer.from(p));
+    if (p.length > 0) b.chunks.push(Buffer.from(p));
+    else if (!(flags & Flag.END_HEADERS)) this.wasted(1, 'empty header fragments');
     if (!(flags & Flag.END_HEADERS)) return;
     this.block = undefined;
     this.onHeaderBlock(id, b.flags, Buffer.concat(b.chunks, b.size), b.priorityError);
@@ -284,9 +360,12 @@ export class H2Session extends H2Connection {
       throw new ConnectionError(ErrorCode.STREAM_CLOSED, 'HEADERS on a closed stream');
     }
     this.lastStreamId = id;
-    if (this.goawayStreamId >= 0) return this.refuse(id, ErrorCode.REFUSED_STREAM);
-    if (priorityError) return this.refuse(id, ErrorCode.PROTOCOL_ERROR);
-    if (this.streams.size >= this.opts.maxConcurrentStreams) return this.refuse(id, ErrorCode.REFUSED_STREAM);
+    if (this.goawayStreamId >= 0) return this.refuseNew(id, ErrorCode.REFUSED_STREAM);
+    if (priorityError) return this.refuseNew(id, ErrorCode.PROTOCOL_ERROR);
+    // Past the stream limit, or holding more request bytes than the connection may: the client may
+    // retry a refused stream, here or elsewhere.
+    if (this.streams.size >= this.opts.maxConcurrentStreams || this.overBudget())
+      return this.refuseNew(id, ErrorCode.REFUSED_STREAM);
     const s = new H2Stream(this, id, this.peerInitialWindow, DEFAULT_WINDOW);
     if (fields === null) {
       this.streams.add(s);
@@ -295,13 +374,15 @@ export class H2Session extends H2Connection {
       return;
     }
     const headers = requestHeaders(fields);
-    if (typeof headers === 'string') return this.refuse(id, ErrorCode.PROTOCOL_ERROR);
+    if (typeof headers === 'string') return this.refuseNew(id, ErrorCode.PROTOCOL_ERROR);
     const cl = headers['content-length'];
     if (cl !== undefined) {
       s.contentLength = Number(cl);
-      if (endStream && s.contentLength !== 0) return this.refuse(id, ErrorCode.PROTOCOL_ERROR);
+      if (endStream && s.contentLength !== 0) return this.refuseNew(id, ErrorCode.PROTOCOL_ERROR);
     }
     this.streams.add(s);
+    // The decoded headers live as long as the call: they count against the bounds until it ends.
+    this.hold(s, this.decoder.listSize);
     // Half-closed (remote) already while the listener runs: an answer it gives at once closes the stream.
     s.remoteEnded = endStream;
     try {
@@ -341,6 +422,9 @@ export class H2Session extends H2Connection {
       return;
     }
     if (p.length % 6 !== 0) throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'SETTINGS of a wrong size');
+    // A client sends SETTINGS once or twice; a stream of them only costs us answers.
+    if (this.settingsAnswered++ > 0) this.wasted(FIXED.settingsCost, 'SETTINGS frames');
+    let initialWindow = -1;
     for (let i = 0; i < p.length; i += 6) {
       const key = p.readUInt16BE(i);
       const value = p.readUInt32BE(i + 2);
@@ -349,13 +433,7 @@ export class H2Session extends H2Connection {
       if (key === Setting.INITIAL_WINDOW_SIZE) {
         if (value > MAX_WINDOW)
           throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'INITIAL_WINDOW_SIZE');
-        const delta = value - this.peerInitialWindow;
-        this.peerInitialWindow = value;
-        for (const s of this.streams.list()) {
-          s.sendWindow += delta;
-          if (s.sendWindow > MAX_WINDOW)
-            throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'stream window');
-        }
+        initialWindow = value;
       }
       if (key === Setting.MAX_FRAME_SIZE) {
         if (value < DEFAULT_MAX_FRAME || value > 0xffffff)
@@ -363,8 +441,43 @@ export class H2Session extends H2Connection {
         this.peerMaxFrame = value;
       }
     }
+    // The open streams' windows move once per frame, by the last value the frame gives (the sum of the
+    // steps of repeated entries), not once per entry.
+    if (initialWindow >= 0 && initialWindow !== this.peerInitialWindow) {
+      const delta = initialWindow - this.peerInitialWindow;
+      this.peerInitialWindow = initialWindow;
+      for (const s of this.streams.list()) {
+        s.sendWindow += delta;
+        if (s.sendWindow > MAX_WINDOW)
+          throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'stream window');
+      }
+    }
     this.write(frame(FrameType.SETTINGS, Flag.ACK, 0));
     this.flushBlocked();
+  }
+
+  /**
+   * Answers a PING, and counts it as grpc-go's keepalive enforcement does: a PING sooner than
+   * keepaliveMinTimeMs after the previous one (or, on a connection with no open stream where such
+   * PINGs are not permitted, sooner than two hours) is a strike, unless we sent HEADERS or DATA since;
+   * past two strikes the connection ends with ENHANCE_YOUR_CALM and grpc's "too_many_pings".
+   */
+  private onPing(p: Buffer): void {
+    this.write(frame(FrameType.PING, Flag.ACK, 0, p));
+    if (this.sentSincePing) {
+      this.sentSincePing = false;
+      this.pingStrikes = 0;
+      return;
+    }
+    const now = performance.now();
+    const min =
+      this.streams.size === 0 && !this.opts.keepalivePermitWithoutStream
+        ? PING_WITHOUT_STREAM_MS
+        : this.opts.keepaliveMinTimeMs;
+    if (now - this.lastPingAt < min) this.pingStrikes++;
+    this.lastPingAt = now;
+    if (this.pingStrikes > FIXED.maxPingStrikes)
+      throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'too_many_pings');
   }
 
   private onWindowUpdate(id: number, p: Buffer): void {
@@ -394,6 +507,6 @@ export class H2Session extends H2Connection {
     if (this.destroyed) return;
     this.write(goawayFrame(this.lastStreamId, code, message));
     this.flushOut();
-    this.endSocket();
+    this.endSocket(FAIL_LINGER_MS);
   }
 }

@@ -33,6 +33,7 @@ import {
   frameMessage,
   GrpcStatusError,
   H2GrpcServer,
+  type H2Limits,
   type ServerStream,
   Status,
 } from '../../h2grpc/index.js';
@@ -55,10 +56,8 @@ export interface GrpcServerOptions {
   maxDecompressedMessageLength?: number;
   /** REQUEST_MAX_*: what one request may ask for; past a bound, INVALID_ARGUMENT while decoding. */
   requestBounds?: RequestBounds;
-  /** GRPC_MAX_CONCURRENT_STREAMS and GRPC_MAX_SESSION_MEMORY_MB: per-connection bounds. */
-  maxConcurrentStreams?: number;
-  maxSessionMemoryMb?: number;
-  maxHeaderListSize?: number;
+  /** The HTTP/2 bounds (GRPC_MAX_CONCURRENT_STREAMS, GRPC_MAX_SESSION_MEMORY_MB, ...), per connection and per process. */
+  http2Limits?: Partial<H2Limits>;
   http2?: 'builtin' | 'node';
   tls?: {
     certFile: string;
@@ -105,9 +104,7 @@ export class RateLimitGrpcServer {
       logger: opts.logger,
       maxReceiveMessageLength: opts.maxReceiveMessageLength ?? 4 * 1024 * 1024,
       maxDecompressedMessageLength: opts.maxDecompressedMessageLength,
-      maxConcurrentStreams: opts.maxConcurrentStreams,
-      maxSessionMemoryMb: opts.maxSessionMemoryMb,
-      maxHeaderListSize: opts.maxHeaderListSize,
+      limits: opts.http2Limits,
       http2: opts.http2,
       maxConnectionAgeMs: opts.maxConnectionAgeMs,
       maxConnectionAgeGraceMs: opts.maxConnectionAgeGraceMs,

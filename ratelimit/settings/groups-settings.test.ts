@@ -12,10 +12,18 @@ t.test('GRPC_* fill settings.grpc', async (t) => {
     maxConnectionAgeMs: 24 * 3_600_000,
     maxConnectionAgeGraceMs: 3_600_000,
     maxRecvMsgSize: 4 * 1024 * 1024,
-    maxConcurrentStreams: 1000,
-    maxSessionMemoryMb: 64,
     maxDecompressedMsgSize: 64 * 1024,
-    maxHeaderListSize: 65_536,
+    limits: {
+      maxConcurrentStreams: 1000,
+      maxSessionMemory: 16 * 1024 * 1024,
+      maxTotalSessionMemory: 32 * 1024 * 1024,
+      maxHeaderListSize: 65_536,
+      prefaceTimeoutMs: 10_000,
+      maxConnectionIdleMs: 3_600_000,
+      keepaliveMinTimeMs: 10_000,
+      keepalivePermitWithoutStream: true,
+      maxConnections: 10_000,
+    },
     http2: 'builtin',
     tls: { enabled: false, cert: '', key: '', clientCaCert: '', clientSan: '' },
   });
@@ -31,7 +39,23 @@ t.test('GRPC_* fill settings.grpc', async (t) => {
   }).grpc;
   t.match(g, { host: '127.0.0.1', port: 9000, uds: '/tmp/rl.sock', maxConnectionAgeMs: 60_000 });
   const h = loadSettings({ GRPC_HTTP2_SERVER: 'node', GRPC_MAX_HEADER_LIST_SIZE: '8192' }).grpc;
-  t.match(h, { http2: 'node', maxHeaderListSize: 8192 });
+  t.match(h, { http2: 'node', limits: { maxHeaderListSize: 8192 } });
+  const k = loadSettings({
+    GRPC_MAX_SESSION_MEMORY_MB: '8',
+    GRPC_MAX_TOTAL_SESSION_MEMORY_MB: '100',
+    GRPC_MAX_CONNECTIONS: '50',
+    GRPC_MAX_CONNECTION_IDLE: '5m',
+    GRPC_KEEPALIVE_MIN_TIME: '30s',
+    GRPC_KEEPALIVE_PERMIT_WITHOUT_STREAM: 'false',
+  }).grpc.limits;
+  t.match(k, {
+    maxSessionMemory: 8 * 1024 * 1024,
+    maxTotalSessionMemory: 100 * 1024 * 1024,
+    maxConnections: 50,
+    maxConnectionIdleMs: 300_000,
+    keepaliveMinTimeMs: 30_000,
+    keepalivePermitWithoutStream: false,
+  });
   t.throws(() => loadSettings({ GRPC_HTTP2_SERVER: 'nghttp2' }), /GRPC_HTTP2_SERVER/);
   t.throws(() => loadSettings({ GRPC_MAX_HEADER_LIST_SIZE: '100' }), /GRPC_MAX_HEADER_LIST_SIZE/);
   t.same(g.tls, { enabled: true, cert: '/c.pem', key: '/k.pem', clientCaCert: '', clientSan: 'envoy' });

@@ -2,6 +2,7 @@
 // Names and defaults follow the reference service (envoyproxy/ratelimit src/settings/settings.go).
 import { DEFAULT_YAML_LIMITS, FAILURE_MODES, type FailureMode, type YamlLimits } from '../config/index.js';
 import { DEFAULT_REQUEST_BOUNDS, type RequestBounds, XDS_MAX_MESSAGE_BYTES } from '../../proto/index.js';
+import { DEFAULT_H2_LIMITS, type H2Limits } from '../../h2grpc/index.js';
 import { EnvReader, SettingsError, type Env } from './env.js';
 
 /** CACHE_FAILURE_MODE_LOCAL_MAX_BYTES's default: the budget of `local` failure mode's counters. */
@@ -53,14 +54,14 @@ export interface GrpcSettings {
   maxConnectionAgeGraceMs: number;
   /** Max gRPC request size the server accepts (ours; the reference uses gRPC's 4 MiB default). */
   maxRecvMsgSize: number;
-  /** GRPC_MAX_CONCURRENT_STREAMS: HTTP/2 streams one connection may have open at once. */
-  maxConcurrentStreams: number;
-  /** GRPC_MAX_SESSION_MEMORY_MB: memory one HTTP/2 connection may buffer before new streams are refused. */
-  maxSessionMemoryMb: number;
+  /**
+   * The HTTP/2 bounds: GRPC_MAX_CONCURRENT_STREAMS, GRPC_MAX_SESSION_MEMORY_MB,
+   * GRPC_MAX_TOTAL_SESSION_MEMORY_MB, GRPC_MAX_HEADER_LIST_SIZE, GRPC_MAX_CONNECTIONS,
+   * GRPC_MAX_CONNECTION_IDLE, GRPC_KEEPALIVE_MIN_TIME, GRPC_KEEPALIVE_PERMIT_WITHOUT_STREAM.
+   */
+  limits: H2Limits;
   /** GRPC_MAX_DECOMPRESSED_MSG_SIZE: bytes a compressed gRPC request may inflate to (checked while inflating). */
   maxDecompressedMsgSize: number;
-  /** GRPC_MAX_HEADER_LIST_SIZE: bytes of request headers one call may send (SETTINGS_MAX_HEADER_LIST_SIZE). */
-  maxHeaderListSize: number;
   /** GRPC_HTTP2_SERVER: the HTTP/2 layer under the listener, ours ('builtin') or node:http2 ('node'). */
   http2: 'builtin' | 'node';
   /** GRPC_SERVER_USE_TLS and its files; cert and key are both set when enabled (checked at parse). */
@@ -239,6 +240,34 @@ function namedLimitsSettings(r: EnvReader): NamedLimitsSettings {
   };
 }
 
+const MB = 1024 * 1024;
+
+function h2Limits(r: EnvReader): H2Limits {
+  const d = DEFAULT_H2_LIMITS;
+  const limits: H2Limits = {
+    maxConcurrentStreams: r.int('GRPC_MAX_CONCURRENT_STREAMS', d.maxConcurrentStreams, {
+      min: 1,
+      max: 2 ** 31 - 1,
+    }),
+    maxSessionMemory: MB * r.int('GRPC_MAX_SESSION_MEMORY_MB', d.maxSessionMemory / MB, { min: 1 }),
+    maxTotalSessionMemory:
+      MB * r.int('GRPC_MAX_TOTAL_SESSION_MEMORY_MB', d.maxTotalSessionMemory / MB, { min: 1 }),
+    maxHeaderListSize: r.int('GRPC_MAX_HEADER_LIST_SIZE', d.maxHeaderListSize, {
+      min: 1024,
+      max: 512 * 1024,
+    }),
+    prefaceTimeoutMs: d.prefaceTimeoutMs,
+    maxConnectionIdleMs: r.durationMs('GRPC_MAX_CONNECTION_IDLE', d.maxConnectionIdleMs),
+    keepaliveMinTimeMs: r.durationMs('GRPC_KEEPALIVE_MIN_TIME', d.keepaliveMinTimeMs),
+    keepalivePermitWithoutStream: r.bool(
+      'GRPC_KEEPALIVE_PERMIT_WITHOUT_STREAM',
+      d.keepalivePermitWithoutStream,
+    ),
+    maxConnections: r.int('GRPC_MAX_CONNECTIONS', d.maxConnections, { min: 0 }),
+  };
+  return limits;
+}
+
 function grpcSettings(r: EnvReader): GrpcSettings {
   const g: GrpcSettings = {
     host: r.string('GRPC_HOST', '0.0.0.0'),
@@ -247,10 +276,8 @@ function grpcSettings(r: EnvReader): GrpcSettings {
     maxConnectionAgeMs: r.durationMs('GRPC_MAX_CONNECTION_AGE', 24 * 3_600_000),
     maxConnectionAgeGraceMs: r.durationMs('GRPC_MAX_CONNECTION_AGE_GRACE', 3_600_000),
     maxRecvMsgSize: r.int('GRPC_MAX_RECV_MSG_SIZE', 4 * 1024 * 1024, { min: 1024 }),
-    maxConcurrentStreams: r.int('GRPC_MAX_CONCURRENT_STREAMS', 1000, { min: 1, max: 2 ** 31 - 1 }),
-    maxSessionMemoryMb: r.int('GRPC_MAX_SESSION_MEMORY_MB', 64, { min: 1 }),
     maxDecompressedMsgSize: r.int('GRPC_MAX_DECOMPRESSED_MSG_SIZE', 64 * 1024, { min: 1024 }),
-    maxHeaderListSize: r.int('GRPC_MAX_HEADER_LIST_SIZE', 65_536, { min: 1024, max: 512 * 1024 }),
+    limits: h2Limits(r),
     http2: r.oneOf('GRPC_HTTP2_SERVER', 'builtin', ['builtin', 'node'] as const),
     tls: {
       enabled: r.bool('GRPC_SERVER_USE_TLS', false),
