@@ -101,7 +101,7 @@ t.test('a reference pod never receives a config using features it does not annou
   );
   t.match(
     ours.app.service.getConfig()!.dump(),
-    /mixed\.k: unit=HOUR requests_per_unit=3, shadow_mode: false, algorithm: sliding_window/,
+    /mixed\.k: unit=HOUR requests_per_unit=3, shadow_mode: false, quota_mode: false, algorithm: sliding_window/,
   );
   const codes: string[] = [];
   for (let i = 0; i < 4; i++) {

@@ -63,10 +63,13 @@ descriptors:
     return r.statuses?.[0]?.currentLimit?.requestsPerUnit === 3;
   });
   const dump = pod.app.service.getConfig()!.dump();
-  t.match(dump, /algo\.user: unit=HOUR requests_per_unit=3, shadow_mode: false, algorithm: sliding_window/);
   t.match(
     dump,
-    /algo\.route: unit=HOUR requests_per_unit=10, shadow_mode: false, algorithm: token_bucket, burst: 1/,
+    /algo\.user: unit=HOUR requests_per_unit=3, shadow_mode: false, quota_mode: false, algorithm: sliding_window/,
+  );
+  t.match(
+    dump,
+    /algo\.route: unit=HOUR requests_per_unit=10, shadow_mode: false, quota_mode: false, algorithm: token_bucket, burst: 1/,
   );
 
   const codes: string[] = [];

@@ -115,9 +115,9 @@ t.test('the named limit that rejected is named by gRPC headers, metadata and sta
   const rlconfig = await (await fetch(`${svc.debugUrl}/rlconfig`)).text();
   t.match(
     rlconfig,
-    'shop.tenant_acme: unit=MINUTE requests_per_unit=1, shadow_mode: false, name: acme-tenant\n',
+    'shop.tenant_acme: unit=MINUTE requests_per_unit=1, shadow_mode: false, quota_mode: false, name: acme-tenant\n',
   );
-  t.match(rlconfig, 'requests_per_unit=2, shadow_mode: false, name: shop.path.user[1]\n');
+  t.match(rlconfig, 'requests_per_unit=2, shadow_mode: false, quota_mode: false, name: shop.path.user[1]\n');
 });
 
 t.test('/json says which named limit rejected, in its headers and metadata', async (t) => {

@@ -59,7 +59,7 @@ const INVALID: Record<string, { field: string; message: string; line: number }> 
   'share-threshold-without-wildcard.yaml': {
     field: 'spec.descriptors[0].share_threshold',
     message:
-      "share_threshold can only be used with wildcard values (ending with '*'), but found key 'tenant_free'",
+      "share_threshold can only be used with wildcard values (containing '*'), but found key 'tenant_free'",
     line: 12,
   },
   'unknown-field.yaml': {

@@ -67,11 +67,11 @@ descriptors:
   t.same([...config.features].sort(), ['sliding_window', 'token_bucket']);
   t.match(
     config.dump(),
-    /d\.s: unit=MINUTE requests_per_unit=60, shadow_mode: false, algorithm: sliding_window\n/,
+    /d\.s: unit=MINUTE requests_per_unit=60, shadow_mode: false, quota_mode: false, algorithm: sliding_window\n/,
   );
   t.match(
     config.dump(),
-    /d\.c: unit=HOUR requests_per_unit=100, shadow_mode: false, algorithm: token_bucket, burst: 7\n/,
+    /d\.c: unit=HOUR requests_per_unit=100, shadow_mode: false, quota_mode: false, algorithm: token_bucket, burst: 7\n/,
   );
 });
 
@@ -243,10 +243,10 @@ descriptors:
   t.notMatch(config.dump(), 'name:', "the reference's /rlconfig lines by default");
   t.match(
     config.dump(true),
-    'd.tenant_acme: unit=MINUTE requests_per_unit=1, shadow_mode: false, name: acme-tenant\n',
+    'd.tenant_acme: unit=MINUTE requests_per_unit=1, shadow_mode: false, quota_mode: false, name: acme-tenant\n',
   );
   t.match(
     config.dump(true),
-    'd.path_/api.user: unit=HOUR requests_per_unit=100, shadow_mode: false, algorithm: sliding_window, name: d.path=/api.user[1]\n',
+    'd.path_/api.user: unit=HOUR requests_per_unit=100, shadow_mode: false, quota_mode: false, algorithm: sliding_window, name: d.path=/api.user[1]\n',
   );
 });

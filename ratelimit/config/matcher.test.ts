@@ -523,6 +523,28 @@ descriptors:
   t.same(shared.keyEntries, [{ key: 'file', value: 'test*' }]);
 });
 
+t.test('share_threshold on a wildcard inside the value: one counter for every match', async (t) => {
+  const c = load(`
+domain: st
+descriptors:
+  - key: tenant
+    value: "eu-*-free"
+    share_threshold: true
+    rate_limit: { unit: minute, requests_per_unit: 10 }
+  - key: plan
+    value: "a*b*c"
+    share_threshold: true
+    rate_limit: { unit: minute, requests_per_unit: 20 }
+`);
+  const a = c.getLimit('st', req(['tenant', 'eu-west-free']))!;
+  const b = c.getLimit('st', req(['tenant', 'eu-north-free']))!;
+  t.same(a.keyEntries, [{ key: 'tenant', value: 'eu-*-free' }]);
+  t.same(b.keyEntries, a.keyEntries);
+  t.equal(a.statKey, 'st.tenant_eu-*-free');
+  t.same(c.getLimit('st', req(['plan', 'a1b2c']))!.keyEntries, [{ key: 'plan', value: 'a*b*c' }]);
+  t.equal(c.getLimit('st', req(['tenant', 'eu-west-paid'])), undefined, 'a value the pattern misses');
+});
+
 t.test('keyEntries is the request array itself when nothing is shared (no copy)', async (t) => {
   const c = load(BASIC);
   const d = req(['path', '/login']);
@@ -592,8 +614,27 @@ descriptors:
 `);
   t.equal(
     c.dump(),
-    'd.a: unit=MINUTE requests_per_unit=5, shadow_mode: false\n' +
-      'd.b_c.e: unit=DAY requests_per_unit=7, shadow_mode: false\n' +
-      'd.free: unit=UNKNOWN requests_per_unit=0, shadow_mode: false\n',
+    'd.a: unit=MINUTE requests_per_unit=5, shadow_mode: false, quota_mode: false\n' +
+      'd.b_c.e: unit=DAY requests_per_unit=7, shadow_mode: false, quota_mode: false\n' +
+      'd.free: unit=UNKNOWN requests_per_unit=0, shadow_mode: false, quota_mode: false\n',
+  );
+});
+
+t.test('dump prints shadow_mode and quota_mode of each rule, as the reference does', async (t) => {
+  const c = load(`
+domain: q
+descriptors:
+  - key: model
+    quota_mode: true
+    rate_limit: { unit: hour, requests_per_unit: 100 }
+  - key: user
+    shadow_mode: true
+    quota_mode: true
+    rate_limit: { unit: minute, requests_per_unit: 3 }
+`);
+  t.equal(
+    c.dump(),
+    'q.model: unit=HOUR requests_per_unit=100, shadow_mode: false, quota_mode: true\n' +
+      'q.user: unit=MINUTE requests_per_unit=3, shadow_mode: true, quota_mode: true\n',
   );
 });

@@ -28,8 +28,15 @@ export function compileLimit(l: LimitDoc, name: string): LimitSpec {
  * The /rlconfig line of one limit: the reference's format, plus the algorithm when not the default.
  * Without its newline: dump() adds the name (when asked) and the newline.
  */
-function dumpLimit(statKey: string, unit: string, l: LimitSpec | undefined, rpu: number, shadow: boolean) {
-  let line = `${statKey}: unit=${unit} requests_per_unit=${rpu}, shadow_mode: ${shadow}`;
+function dumpLimit(
+  statKey: string,
+  unit: string,
+  l: LimitSpec | undefined,
+  rpu: number,
+  shadow: boolean,
+  quota: boolean,
+) {
+  let line = `${statKey}: unit=${unit} requests_per_unit=${rpu}, shadow_mode: ${shadow}, quota_mode: ${quota}`;
   if (l !== undefined && l.algorithm !== 'fixed_window') line += `, algorithm: ${l.algorithm}`;
   if (l !== undefined && l.algorithm === 'token_bucket') line += `, burst: ${l.burst}`;
   return line;
@@ -44,11 +51,14 @@ export function dumpRule(rule: RateLimitRule, names: boolean, out: string[]): vo
   if (rule.limits.length === 0) {
     // Unlimited: no limit; the reference prints UNKNOWN for a unit it was not given.
     const unit = rule.unitSeconds === 0 ? 'UNKNOWN' : rule.unit;
-    end(dumpLimit(rule.statKey, unit, undefined, rule.requestsPerUnit, rule.shadowMode), rule.ruleName);
+    end(
+      dumpLimit(rule.statKey, unit, undefined, rule.requestsPerUnit, rule.shadowMode, rule.quotaMode),
+      rule.ruleName,
+    );
     return;
   }
   for (const l of rule.limits)
-    end(dumpLimit(rule.statKey, l.unit, l, l.requestsPerUnit, rule.shadowMode), l.name);
+    end(dumpLimit(rule.statKey, l.unit, l, l.requestsPerUnit, rule.shadowMode, rule.quotaMode), l.name);
 }
 
 export function compileRule(entry: DescriptorDoc, statKey: string, path: string): RateLimitRule | undefined {

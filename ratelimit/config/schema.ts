@@ -248,8 +248,8 @@ export const crossFieldRules: readonly CrossFieldRule[] = [
   },
   {
     path: '/definitions/descriptor',
-    rule: "!has(self.share_threshold) || !self.share_threshold || (has(self.value) && self.value != '' ? self.value : self.key).endsWith('*')",
-    message: "share_threshold can only be used with wildcard values (ending with '*')",
+    rule: "!has(self.share_threshold) || !self.share_threshold || self.key.contains('*') || (has(self.value) && self.value.contains('*'))",
+    message: "share_threshold can only be used with wildcard values (containing '*')",
   },
   {
     path: '/properties/descriptors',

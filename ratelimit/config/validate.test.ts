@@ -167,19 +167,28 @@ t.test('share_threshold needs a wildcard value', async (t) => {
     t,
     'domain: d\ndescriptors:\n  - key: k\n    value: v\n    share_threshold: true\n    rate_limit: { unit: second, requests_per_unit: 1 }\n',
     'descriptors[0].share_threshold',
-    "share_threshold can only be used with wildcard values (ending with '*'), but found key 'k_v'",
+    "share_threshold can only be used with wildcard values (containing '*'), but found key 'k_v'",
   );
   expectError(
     t,
     'domain: d\ndescriptors:\n  - key: k\n    share_threshold: true\n',
     'descriptors[0].share_threshold',
-    "share_threshold can only be used with wildcard values (ending with '*'), but found key 'k'",
+    "share_threshold can only be used with wildcard values (containing '*'), but found key 'k'",
   );
   t.doesNotThrow(() =>
     loadConfig([
       {
         name: 'x',
         yaml: 'domain: d\ndescriptors:\n  - { key: k, value: "v*", share_threshold: false }\n  - { key: j, value: v, share_threshold: false }\n',
+      },
+    ]),
+  );
+  // Any '*' will do, as upstream accepts: inside the value, or several.
+  t.doesNotThrow(() =>
+    loadConfig([
+      {
+        name: 'x',
+        yaml: 'domain: d\ndescriptors:\n  - { key: k, value: "eu-*-free", share_threshold: true }\n  - { key: j, value: "a*b*c", share_threshold: true }\n',
       },
     ]),
   );
@@ -276,7 +285,7 @@ t.test('validateDocument returns every error of a document', async (t) => {
       ],
       [
         'descriptors[3].share_threshold',
-        "share_threshold can only be used with wildcard values (ending with '*'), but found key 'c_x'",
+        "share_threshold can only be used with wildcard values (containing '*'), but found key 'c_x'",
       ],
       ['domain', 'config file cannot have empty domain'],
     ].sort(),

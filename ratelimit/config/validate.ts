@@ -262,12 +262,12 @@ function checkDescriptors(
       }
     }
 
-    if (entry.share_threshold === true && !finalKey.endsWith('*')) {
+    if (entry.share_threshold === true && !finalKey.includes('*')) {
       errors.push(
         new ConfigError(
           name,
           `${at}.share_threshold`,
-          `share_threshold can only be used with wildcard values (ending with '*'), but found key '${finalKey}'`,
+          `share_threshold can only be used with wildcard values (containing '*'), but found key '${finalKey}'`,
         ),
       );
     }
