@@ -188,6 +188,7 @@ export interface Settings {
     prometheusAddr: string;
     prometheusPath: string;
     prometheusMapperYaml: string;
+    prometheusResponseTimeAsMilliseconds: boolean;
   };
 
   // tracing
@@ -476,6 +477,7 @@ export function loadSettings(env: Env = process.env): Settings {
       prometheusAddr: r.string('PROMETHEUS_ADDR', ':9090'),
       prometheusPath: r.string('PROMETHEUS_PATH', '/metrics'),
       prometheusMapperYaml: r.string('PROMETHEUS_MAPPER_YAML', ''),
+      prometheusResponseTimeAsMilliseconds: r.bool('PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS', false),
     },
 
     tracing: {
