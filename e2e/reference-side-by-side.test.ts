@@ -199,6 +199,19 @@ t.test('the same config and requests: where the reference and we agree and diffe
     }
   });
 
+  await t.test('agree: /rlconfig lines carry shadow_mode and quota_mode', async (t) => {
+    const lines = async (url: string) =>
+      (await (await fetch(`${url}/rlconfig`)).text())
+        .split('\n')
+        .filter((l) => /^side\.(quota|hdr):/.test(l));
+    const refLines = (await lines(ref.debugUrl)).sort();
+    t.same(refLines, [
+      'side.hdr: unit=HOUR requests_per_unit=15, shadow_mode: false, quota_mode: false',
+      'side.quota: unit=HOUR requests_per_unit=1, shadow_mode: false, quota_mode: true',
+    ]);
+    t.same((await lines(ours.debugUrl)).sort(), refLines);
+  });
+
   await t.test('differ: an exhausted quota-mode descriptor', async (t) => {
     const body = { domain: 'side', descriptors: [{ entries: [{ key: 'quota', value: 'q' }] }] };
     const first = await both(body);

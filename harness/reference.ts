@@ -15,6 +15,8 @@ export interface ReferenceService {
   readonly dial: string;
   /** http://host:port of its HTTP listener (/json, /healthcheck). */
   readonly httpUrl: string;
+  /** The debug listener (`/rlconfig`, `/stats`). */
+  readonly debugUrl: string;
   readonly proc: ServerProcess;
 }
 
@@ -59,5 +61,10 @@ export async function startReferenceService(t: Test, opts: ReferenceOptions = {}
     },
   });
   t.teardown(() => proc.stop());
-  return { dial: `${LOOPBACK}:${grpcPort}`, httpUrl: `http://${LOOPBACK}:${httpPort}`, proc };
+  return {
+    dial: `${LOOPBACK}:${grpcPort}`,
+    httpUrl: `http://${LOOPBACK}:${httpPort}`,
+    debugUrl: `http://${LOOPBACK}:${debugPort}`,
+    proc,
+  };
 }

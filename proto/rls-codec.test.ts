@@ -326,3 +326,15 @@ t.test(
     );
   },
 );
+
+t.test("a descriptor's is_negative_hits (Envoy's field 4) is skipped, nothing else changes", async (t) => {
+  // domain "d"; descriptor { entries [{k: v}], is_negative_hits: true (field 4, varint 1) }
+  const entry = [0x0a, 0x06, 0x0a, 0x01, 0x6b, 0x12, 0x01, 0x76];
+  const plain = Buffer.from([0x0a, 0x01, 0x64, 0x12, entry.length, ...entry]);
+  const flagged = Buffer.from([0x0a, 0x01, 0x64, 0x12, entry.length + 2, ...entry, 0x20, 0x01]);
+  t.same(decodeRateLimitRequest(flagged), decodeRateLimitRequest(plain));
+  t.same(decodeRateLimitRequest(plain), {
+    domain: 'd',
+    descriptors: [{ entries: [{ key: 'k', value: 'v' }] }],
+  });
+});

@@ -41,6 +41,7 @@ export function createRedisBackend(s: Settings, deps: BackendDeps = {}): RedisCo
     tlsFiles: s.redis.tlsFiles,
     perSecond: s.redis.perSecond ? { settings: s.redis.perSecond, tlsFiles: s.redis.tlsFiles } : undefined,
     logger: deps.logger,
+    startupBackoff: s.redis.startupBackoff,
     // ratelimit.redis.<deployment>.all.replica: 1 while a single Redis answers READONLY.
     onRole: stats
       ? (deployment, replica) => stats.gauge(circuitStatName(deployment, 'replica')).set(replica ? 1 : 0)

@@ -73,6 +73,23 @@ export function tlsOptions(files: TlsFiles): NonNullable<RedisOptions['tls']> {
   return clientTlsOptions(files);
 }
 
+/** REDIS_STARTUP_INITIAL_INTERVAL / REDIS_STARTUP_MAX_INTERVAL: the wait between startup attempts. */
+export interface StartupBackoff {
+  initialMs: number;
+  maxMs: number;
+}
+
+/**
+ * The wait before startup attempt `attempt + 1` (attempt from 1) under REDIS_STARTUP_*_INTERVAL, as the
+ * reference waits: the initial interval doubling per attempt up to the maximum, with jitter drawn
+ * between the initial interval and that (`random` in [0, 1)).
+ */
+export function startupDelayMs(attempt: number, b: StartupBackoff, random: number = Math.random()): number {
+  const max = Math.max(b.maxMs, b.initialMs);
+  const d = Math.min(max, b.initialMs * 2 ** Math.min(attempt - 1, 52));
+  return b.initialMs + random * (d - b.initialMs);
+}
+
 /** Reconnect backoff: 100, 200, 400, 800 ms, then every second (short, so a failover is followed fast). */
 export function reconnectDelayMs(times: number): number {
   return Math.min(50 * 2 ** Math.min(times, 5), 1000);

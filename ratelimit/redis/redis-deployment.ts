@@ -11,7 +11,14 @@ import {
   type LimitVerdict,
 } from '../counting/index.js';
 import type { RedisSettings, TlsFiles } from '../settings/index.js';
-import { createRedisClient, describeTarget, reconnectDelayMs, type RedisClient } from './client-options.js';
+import {
+  createRedisClient,
+  describeTarget,
+  reconnectDelayMs,
+  startupDelayMs,
+  type RedisClient,
+  type StartupBackoff,
+} from './client-options.js';
 import { RequestDeadlines } from './deadlines.js';
 import { clusterSlot } from './cluster-slot.js';
 import { DirectCounter, ResendThroughIoredis } from './direct-counter.js';
@@ -150,7 +157,7 @@ export class RedisDeployment {
    * Connects and waits for a PING answer, retrying with backoff until the deadline; logs once what it
    * waits for (the reference blocks its startup on the same PING).
    */
-  async connect(deadlineMs: number): Promise<void> {
+  async connect(deadlineMs: number, backoff?: StartupBackoff): Promise<void> {
     const until = Date.now() + deadlineMs;
     const perTry = Math.min(this.settings.connectTimeoutMs, 5000);
     this.logger?.warn(`connecting to redis at ${this.describe()}`);
@@ -176,7 +183,8 @@ export class RedisDeployment {
         if (Date.now() >= until || this.closing) {
           throw new CacheError(`could not connect to redis at ${this.describe()}: ${message}`, err);
         }
-        await sleep(Math.min(reconnectDelayMs(attempt), Math.max(0, until - Date.now())));
+        const delay = backoff ? startupDelayMs(attempt, backoff) : reconnectDelayMs(attempt);
+        await sleep(Math.min(delay, Math.max(0, until - Date.now())));
       }
     }
   }

@@ -6,6 +6,7 @@ import type { Cluster, Redis } from 'ioredis';
 import type { CounterOp, LimitCheck, LimitVerdict, ShardedStore } from '../counting/index.js';
 import type { RedisSettings, TlsFiles } from '../settings/index.js';
 import { clusterSlot } from './cluster-slot.js';
+import type { StartupBackoff } from './client-options.js';
 import { RedisDeployment } from './redis-deployment.js';
 
 export interface RedisCounterStoreOptions {
@@ -19,13 +20,17 @@ export interface RedisCounterStoreOptions {
    * master again; the service keeps a gauge of it.
    */
   onRole?: (deployment: string, replica: boolean) => void;
+  /** REDIS_STARTUP_*_INTERVAL: the wait between connection attempts at startup; ours when absent. */
+  startupBackoff?: StartupBackoff;
 }
 
 export class RedisCounterStore implements ShardedStore {
   readonly main: RedisDeployment;
   readonly perSecond?: RedisDeployment;
+  private readonly startupBackoff: StartupBackoff | undefined;
 
   constructor(opts: RedisCounterStoreOptions) {
+    this.startupBackoff = opts.startupBackoff;
     this.main = new RedisDeployment('REDIS', opts.settings, opts.tlsFiles, opts.logger, opts.onRole);
     if (opts.perSecond) {
       this.perSecond = new RedisDeployment(
@@ -44,7 +49,7 @@ export class RedisCounterStore implements ShardedStore {
 
   /** Connects every deployment, waiting (with a log line saying for what) until the deadline. */
   async start(deadlineMs = 60_000): Promise<void> {
-    await Promise.all(this.deployments().map((d) => d.connect(deadlineMs)));
+    await Promise.all(this.deployments().map((d) => d.connect(deadlineMs, this.startupBackoff)));
   }
 
   // --- shards, for the circuit breaker: a deployment, or on a cluster the master serving the slot ---
@@ -93,7 +98,7 @@ export class RedisCounterStore implements ShardedStore {
   keepConnecting(): void {
     for (const d of this.deployments()) {
       if (d.everConnected) continue;
-      d.connect(Number.POSITIVE_INFINITY).catch(() => undefined);
+      d.connect(Number.POSITIVE_INFINITY, this.startupBackoff).catch(() => undefined);
     }
   }
 

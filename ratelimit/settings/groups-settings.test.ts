@@ -87,3 +87,30 @@ t.test('REDIS_* fill settings.redis; the per-second deployment only with REDIS_P
     message: /^REDIS_CIRCUIT_BREAKER_PROBE_INTERVAL: must be at least 10ms/,
   });
 });
+
+t.test(
+  "REDIS_STARTUP_*: the reference's startup retry settings, REDIS_STARTUP_WAIT as the older name",
+  async (t) => {
+    const none = loadSettings({}).redis;
+    t.equal(none.startupWaitMs, 10_000);
+    t.equal(none.startupBackoff, undefined, 'our faster schedule when neither interval is set');
+    const up = loadSettings({
+      REDIS_STARTUP_INITIAL_INTERVAL: '250ms',
+      REDIS_STARTUP_MAX_INTERVAL: '4s',
+      REDIS_STARTUP_MAX_ELAPSED_TIME: '1m',
+      REDIS_STARTUP_WAIT: '5s',
+    }).redis;
+    t.same(up.startupBackoff, { initialMs: 250, maxMs: 4000 });
+    t.equal(up.startupWaitMs, 60_000, 'REDIS_STARTUP_MAX_ELAPSED_TIME wins over REDIS_STARTUP_WAIT');
+    t.same(loadSettings({ REDIS_STARTUP_MAX_INTERVAL: '2s' }).redis.startupBackoff, {
+      initialMs: 1000,
+      maxMs: 2000,
+    });
+    t.equal(
+      loadSettings({ REDIS_STARTUP_MAX_ELAPSED_TIME: '0' }).redis.startupWaitMs,
+      Number.POSITIVE_INFINITY,
+      '0: wait for as long as it takes, as the reference does',
+    );
+    t.throws(() => loadSettings({ REDIS_STARTUP_MAX_INTERVAL: 'soon' }), /REDIS_STARTUP_MAX_INTERVAL/);
+  },
+);

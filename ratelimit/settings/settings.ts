@@ -78,8 +78,30 @@ export interface RedisGroupSettings {
   healthCheckActiveConnection: boolean;
   /** Ours: the circuit breaker per Redis deployment and cluster shard. */
   circuitBreaker: { enabled: boolean; failureThreshold: number; probeIntervalMs: number };
-  /** Ours: how long startup waits for Redis before opening the listeners without it. */
+  /**
+   * How long startup waits for Redis before opening the listeners without it: REDIS_STARTUP_WAIT, or
+   * REDIS_STARTUP_MAX_ELAPSED_TIME when set (0 there: for as long as it takes, Infinity here).
+   */
   startupWaitMs: number;
+  /** REDIS_STARTUP_INITIAL_INTERVAL / _MAX_INTERVAL when either is set; else our own faster schedule. */
+  startupBackoff: { initialMs: number; maxMs: number } | undefined;
+}
+
+/** REDIS_STARTUP_MAX_ELAPSED_TIME (the reference's name; 0 = no end) wins over REDIS_STARTUP_WAIT. */
+function startupWaitMs(r: EnvReader): number {
+  const wait = r.durationMs('REDIS_STARTUP_WAIT', 10_000);
+  const elapsed = r.durationMs('REDIS_STARTUP_MAX_ELAPSED_TIME', 0);
+  if (r.raw('REDIS_STARTUP_MAX_ELAPSED_TIME') === undefined) return wait;
+  return elapsed === 0 ? Number.POSITIVE_INFINITY : elapsed;
+}
+
+function startupBackoff(r: EnvReader): { initialMs: number; maxMs: number } | undefined {
+  const initialMs = r.durationMs('REDIS_STARTUP_INITIAL_INTERVAL', 1000);
+  const maxMs = r.durationMs('REDIS_STARTUP_MAX_INTERVAL', 30_000);
+  const set =
+    r.raw('REDIS_STARTUP_INITIAL_INTERVAL') !== undefined ||
+    r.raw('REDIS_STARTUP_MAX_INTERVAL') !== undefined;
+  return set ? { initialMs, maxMs } : undefined;
 }
 
 export interface Settings {
@@ -188,6 +210,7 @@ export interface Settings {
     prometheusAddr: string;
     prometheusPath: string;
     prometheusMapperYaml: string;
+    prometheusResponseTimeAsMilliseconds: boolean;
   };
 
   // tracing
@@ -312,7 +335,8 @@ function redisGroupSettings(r: EnvReader): RedisGroupSettings {
       failureThreshold: r.int('REDIS_CIRCUIT_BREAKER_FAILURES', 5, { min: 1 }),
       probeIntervalMs: r.durationMs('REDIS_CIRCUIT_BREAKER_PROBE_INTERVAL', 500),
     },
-    startupWaitMs: r.durationMs('REDIS_STARTUP_WAIT', 10_000),
+    startupWaitMs: startupWaitMs(r),
+    startupBackoff: startupBackoff(r),
   };
   // The REDIS_PERSECOND_* variables are read (and so checked) whether or not REDIS_PERSECOND is on.
   const perSecond = redisSettings(r, 'REDIS_PERSECOND', '/var/run/nutcracker/ratelimitpersecond.sock');
@@ -476,6 +500,7 @@ export function loadSettings(env: Env = process.env): Settings {
       prometheusAddr: r.string('PROMETHEUS_ADDR', ':9090'),
       prometheusPath: r.string('PROMETHEUS_PATH', '/metrics'),
       prometheusMapperYaml: r.string('PROMETHEUS_MAPPER_YAML', ''),
+      prometheusResponseTimeAsMilliseconds: r.bool('PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS', false),
     },
 
     tracing: {

@@ -58,6 +58,7 @@ export function createStatsPipeline(
         extraTags,
         logger,
         beforeScrape: () => flusher.flush(),
+        responseTimeAsMilliseconds: settings.prometheusResponseTimeAsMilliseconds,
       });
       sinks.push(prometheus);
     }

@@ -24,7 +24,16 @@ export interface PrometheusSinkOptions {
   beforeScrape?: () => void;
   /** process_* and nodejs_* metrics (the reference exports go_* and process_*). */
   defaultMetrics?: boolean;
+  /**
+   * PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS: with the built-in mapping, the response time histogram
+   * observes milliseconds (its name still ends in `_seconds`), as the reference's flag of that name
+   * does for dashboards written against its older output. A custom mapping is left as it is.
+   */
+  responseTimeAsMilliseconds?: boolean;
 }
+
+/** The built-in mapping's metric that PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS keeps in milliseconds. */
+const RESPONSE_TIME_METRIC = 'ratelimit_service_response_time_seconds';
 
 type Metric =
   | { kind: 'counter'; m: Counter }
@@ -41,9 +50,16 @@ export class PrometheusSink implements StatsSink {
   private conflictLogged = new Set<string>();
   /** Events dropped because a name was already used by another metric type (statsd_exporter counts these too). */
   conflicts = 0;
+  /** Observer metric names whose samples stay in milliseconds. */
+  private readonly millisecondMetrics: ReadonlySet<string>;
 
   constructor(private readonly opts: PrometheusSinkOptions) {
     this.mapper = new MetricMapper(opts.mappingYaml ?? DEFAULT_MAPPING_YAML);
+    this.millisecondMetrics = new Set(
+      opts.responseTimeAsMilliseconds === true && opts.mappingYaml === undefined
+        ? [RESPONSE_TIME_METRIC]
+        : [],
+    );
     this.extraLabels = Object.fromEntries(
       normalizeTags(opts.extraTags ?? {}).map(([k, v]) => [k.replace(/[^a-zA-Z0-9_]/g, '_'), v]),
     );
@@ -75,7 +91,7 @@ export class PrometheusSink implements StatsSink {
   private resolve(
     statName: string,
     type: StatsdType,
-  ): { metric: Metric; labels: Record<string, string> } | undefined {
+  ): { metric: Metric; labels: Record<string, string>; name: string } | undefined {
     const r = this.mapper.map(statName, type);
     if (r.drop) return undefined;
     const labels = { ...this.extraLabels, ...r.labels };
@@ -83,7 +99,7 @@ export class PrometheusSink implements StatsSink {
     let metric = this.metrics.get(r.name);
     if (metric) {
       if (metric.kind !== want) return this.conflict(r.name, want);
-      return { metric, labels };
+      return { metric, labels, name: r.name };
     }
     const labelNames = [
       ...new Set([...Object.keys(this.extraLabels), ...this.mapper.labelNamesFor(r.name, r.mapping)]),
@@ -115,7 +131,7 @@ export class PrometheusSink implements StatsSink {
       return this.conflict(r.name, want);
     }
     this.metrics.set(r.name, metric);
-    return { metric, labels };
+    return { metric, labels, name: r.name };
   }
 
   flushCounter(name: string, delta: number): void {
@@ -127,7 +143,9 @@ export class PrometheusSink implements StatsSink {
     const r = this.resolve(name, 'observer');
     if (!r || r.metric.kind === 'counter' || r.metric.kind === 'gauge') return;
     // StatsD timers are milliseconds; Prometheus wants seconds (statsd_exporter divides too).
-    const seconds = timer.samples.map((ms) => ms / 1000);
+    const seconds = this.millisecondMetrics.has(r.name)
+      ? timer.samples
+      : timer.samples.map((ms) => ms / 1000);
     if (r.metric.kind === 'histogram') {
       // A reservoir sample stands for timer.count calls: _count stays exact.
       r.metric.m.observeMany(r.labels, seconds, timer.count);

@@ -263,3 +263,28 @@ t.test('a sampled timer keeps the exact _count in the histogram', async (t) => {
   t.equal(value(s, 'ratelimit_service_response_time_seconds_bucket', { ...l, le: '+Inf' }), 10);
   await sink.close();
 });
+
+t.test('PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS keeps the response time in milliseconds', async (t) => {
+  const { PrometheusSink } = await import('./prometheus-sink.js');
+  const l = { grpc_method: 'ShouldRateLimit' };
+  const sumOf = async (opts: { responseTimeAsMilliseconds?: boolean; mappingYaml?: string }) => {
+    const sink = new PrometheusSink({
+      addr: '127.0.0.1:0',
+      path: '/metrics',
+      defaultMetrics: false,
+      ...opts,
+    });
+    sink.flushTimer('ratelimit_server.ShouldRateLimit.response_time', { samples: [2, 3], count: 2 });
+    const s = parseExposition(await sink.registry.metrics());
+    await sink.close();
+    return value(s, 'ratelimit_service_response_time_seconds_sum', l);
+  };
+  t.equal(await sumOf({ responseTimeAsMilliseconds: true }), 5, 'milliseconds, under the same name');
+  t.equal(await sumOf({ responseTimeAsMilliseconds: false }), 0.005, 'seconds by default');
+  const { DEFAULT_MAPPING_YAML } = await import('./default-mapping.js');
+  t.equal(
+    await sumOf({ responseTimeAsMilliseconds: true, mappingYaml: DEFAULT_MAPPING_YAML }),
+    0.005,
+    'a mapping of your own is not changed',
+  );
+});
