@@ -180,9 +180,9 @@ const MAX_FILL_SECONDS = 3600;
 /**
  * max_tokens of an assignment: a tenth of its tokens per second, at least MIN_MAX_TOKENS. Envoy starts
  * every changed token bucket full, so each change hands out max_tokens at once on top of the rate; a
- * tenth of a second's share keeps that gift small (measured: a fifth overshot the budget by 10-20 % in
- * the seconds after a shift of demand, while the shares moved). A load above the share empties the
- * bucket whatever its size; one below it is refused only in bursts larger than max_tokens.
+ * tenth of a second's share keeps that gift small (docs/decisions/007-hot-path-shapes.md has what a
+ * larger one cost). A load above the share empties the bucket whatever its size; one below it is
+ * refused only in bursts larger than max_tokens.
  */
 export const MAX_TOKENS_FRACTION = 0.1;
 /** With 1, the tokens that accrue between two requests overflow and are lost: 10 tokens per second
