@@ -19,6 +19,13 @@ import { REQUEST } from './testing.js';
 
 const RUNS = Number(process.env.H2_FUZZ_RUNS ?? 200);
 const LAST_PING = Buffer.from('fuzzdone');
+
+/** CPU time of this thread (µs): the compiler's and the GC's helper threads left out where Node can. */
+function threadCpu(): number {
+  const p = process as unknown as { threadCpuUsage?: () => NodeJS.CpuUsage };
+  const u = p.threadCpuUsage ? p.threadCpuUsage() : process.cpuUsage();
+  return u.user + u.system;
+}
 const LIMITS = { maxConcurrentStreams: 20, maxSessionMemory: 256 * 1024, maxHeaderListSize: 8192 };
 /** What a connection may hold: its memory bound, an incomplete frame, an unfinished header block. */
 const HELD_BOUND = LIMITS.maxSessionMemory + 16_384 + 9 + 2 * LIMITS.maxHeaderListSize;
@@ -125,7 +132,8 @@ t.test('random and mutated frame sequences: bytes held and CPU stay bounded', as
   const port = (server.address() as net.AddressInfo).port;
 
   let worstHeld = 0;
-  let worstCpuPerFrame = 0;
+  let totalCpuMs = 0;
+  let totalFrames = 0;
   await fc.assert(
     fc.asyncProperty(sequenceArb, async ({ frames, flips, cuts }) => {
       const bytes = Buffer.concat([PREFACE, settingsFrame([]), ...frames.map(encode)]);
@@ -135,7 +143,7 @@ t.test('random and mutated frame sequences: bytes held and CPU stay bounded', as
       const socket = net.connect(port, '127.0.0.1');
       socket.on('error', () => undefined);
       await new Promise((r) => socket.once('connect', r));
-      const cpu0 = process.cpuUsage();
+      const cpu0 = threadCpu();
       let at = 0;
       for (const p of [...points, bytes.length]) {
         if (p <= at) continue;
@@ -160,23 +168,28 @@ t.test('random and mutated frame sequences: bytes held and CPU stay bounded', as
         );
         socket.write(frame(FrameType.PING, 0, 0, LAST_PING));
       });
-      const cpu = process.cpuUsage(cpu0);
+      const cpuMs = (threadCpu() - cpu0) / 1000;
       const session = sessions[sessions.length - 1]!;
       const held = session.destroyed ? 0 : session.bufferedBytes;
       socket.destroy();
-      const cpuMs = (cpu.user + cpu.system) / 1000;
       worstHeld = Math.max(worstHeld, held);
-      worstCpuPerFrame = Math.max(worstCpuPerFrame, cpuMs / (frames.length + 1));
+      totalCpuMs += cpuMs;
+      totalFrames += frames.length;
       if (held > HELD_BOUND) throw new Error(`the connection holds ${held} bytes (bound ${HELD_BOUND})`);
-      if (cpuMs > 50 + 2 * frames.length)
+      // One sequence: a generous ceiling that still catches work out of proportion to the input (a GC
+      // or a compile of the test's own code can land in any one of them).
+      if (cpuMs > 500 + 10 * frames.length)
         throw new Error(`${frames.length} frames cost ${cpuMs.toFixed(1)} ms of CPU`);
       return true;
     }),
     { numRuns: RUNS },
   );
+  const perFrame = totalCpuMs / Math.max(1, totalFrames + RUNS);
   t.comment(
-    `${RUNS} sequences: most bytes held ${worstHeld}, most CPU per frame ${worstCpuPerFrame.toFixed(2)} ms`,
+    `${RUNS} sequences: most bytes held ${worstHeld}, ${perFrame.toFixed(3)} ms of CPU a frame overall`,
   );
+  // Over all sequences (client, server and test in one thread): well under a millisecond a frame.
+  t.ok(perFrame < 2, 'the frames cost less than 2 ms of CPU each over all sequences');
 
   // Still serving: a well-formed call on a new connection.
   const c = net.connect(port, '127.0.0.1');
