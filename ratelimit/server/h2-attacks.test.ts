@@ -110,7 +110,8 @@ t.test('every HTTP/2 attack class: the victim is served, memory bounded, the att
   const svc = new ServerProcess(
     'ratelimit',
     process.execPath,
-    [process.env.RATELIMIT_BIN ?? builtBin('ratelimit')],
+    // With the V8 flags the chart runs the service with (charts/ratelimit/values.yaml: nodeOptions, nodeFlags).
+    ['--max-semi-space-size=4', '--single-threaded-gc', process.env.RATELIMIT_BIN ?? builtBin('ratelimit')],
     {
       logPath: join(root, 'ratelimit.log'),
       cwd: REPO_ROOT,
