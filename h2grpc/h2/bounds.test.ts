@@ -8,7 +8,7 @@ import { textFrame } from '../../harness/grpc-raw.js';
 import { ErrorCode, Flag, frame, FrameType, PREFACE, Setting, settingsFrame } from './frames.js';
 import { encodeHeaders } from './hpack.js';
 import { H2Session } from './session.js';
-import { echo, goawayCode, headersFrame, RawClient, REQUEST, startServer } from './testing.js';
+import { echo, goawayCode, headersFrame, RawClient, REQUEST, startServer, threadCpuMs } from './testing.js';
 
 const isGoaway = (f: { type: number }) => f.type === FrameType.GOAWAY;
 
@@ -79,13 +79,6 @@ t.test('SETTINGS: a flood is cut off; the open streams move once per frame', asy
   for (let i = 0; i < 5; i++) c.write(settingsFrame([]));
   t.equal(goawayCode(await c.waitFor(isGoaway)), ErrorCode.ENHANCE_YOUR_CALM);
 });
-
-/** CPU time of this thread (ms): the compiler's and the GC's helper threads left out where Node can. */
-function threadCpuMs(): number {
-  const p = process as unknown as { threadCpuUsage?: () => NodeJS.CpuUsage };
-  const u = p.threadCpuUsage ? p.threadCpuUsage() : process.cpuUsage();
-  return (u.user + u.system) / 1000;
-}
 
 t.test('SETTINGS_INITIAL_WINDOW_SIZE repeated in one frame: the last value counts', async (t) => {
   const port = await startServer(t);

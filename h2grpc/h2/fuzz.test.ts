@@ -15,17 +15,11 @@ import { Flag, frame, FrameType, PREFACE, settingsFrame } from './frames.js';
 import { encodeHeaders, HpackDecoder, HpackError } from './hpack.js';
 import { H2Session } from './session.js';
 import type { H2Stream } from './stream.js';
-import { REQUEST } from './testing.js';
+import { REQUEST, threadCpuMs } from './testing.js';
 
 const RUNS = Number(process.env.H2_FUZZ_RUNS ?? 200);
 const LAST_PING = Buffer.from('fuzzdone');
 
-/** CPU time of this thread (µs): the compiler's and the GC's helper threads left out where Node can. */
-function threadCpu(): number {
-  const p = process as unknown as { threadCpuUsage?: () => NodeJS.CpuUsage };
-  const u = p.threadCpuUsage ? p.threadCpuUsage() : process.cpuUsage();
-  return u.user + u.system;
-}
 const LIMITS = { maxConcurrentStreams: 20, maxSessionMemory: 256 * 1024, maxHeaderListSize: 8192 };
 /** What a connection may hold: its memory bound, an incomplete frame, an unfinished header block. */
 const HELD_BOUND = LIMITS.maxSessionMemory + 16_384 + 9 + 2 * LIMITS.maxHeaderListSize;
@@ -143,7 +137,7 @@ t.test('random and mutated frame sequences: bytes held and CPU stay bounded', as
       const socket = net.connect(port, '127.0.0.1');
       socket.on('error', () => undefined);
       await new Promise((r) => socket.once('connect', r));
-      const cpu0 = threadCpu();
+      const cpu0 = threadCpuMs();
       let at = 0;
       for (const p of [...points, bytes.length]) {
         if (p <= at) continue;
@@ -168,7 +162,7 @@ t.test('random and mutated frame sequences: bytes held and CPU stay bounded', as
         );
         socket.write(frame(FrameType.PING, 0, 0, LAST_PING));
       });
-      const cpuMs = (threadCpu() - cpu0) / 1000;
+      const cpuMs = threadCpuMs() - cpu0;
       const session = sessions[sessions.length - 1]!;
       const held = session.destroyed ? 0 : session.bufferedBytes;
       socket.destroy();

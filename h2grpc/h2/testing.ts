@@ -147,3 +147,10 @@ export async function bareSession(t: Test, opts: Partial<H2SessionOptions>): Pro
   t.teardown(() => socket.destroy());
   return socket;
 }
+
+/** CPU time of this thread (ms): V8's compiler and GC helper threads left out where Node can. */
+export function threadCpuMs(): number {
+  const p = process as unknown as { threadCpuUsage?: () => NodeJS.CpuUsage };
+  const u = p.threadCpuUsage ? p.threadCpuUsage() : process.cpuUsage();
+  return (u.user + u.system) / 1000;
+}
