@@ -29,7 +29,10 @@ t.test('RESPONSE_DYNAMIC_METADATA: the same request, the same metadata', async (
   const redis: RedisServer = await startRedis();
   t.teardown(() => redis.stop());
   const env = { RESPONSE_DYNAMIC_METADATA: 'true', REDIS_SOCKET_TYPE: 'tcp', REDIS_URL: redis.url };
-  const ref = await startReferenceService(t, { files: { 'up.yaml': RULES }, env: { ...env, CACHE_KEY_PREFIX: 'ref_' } });
+  const ref = await startReferenceService(t, {
+    files: { 'up.yaml': RULES },
+    env: { ...env, CACHE_KEY_PREFIX: 'ref_' },
+  });
   const ours: TestApp = await startTestApp({
     files: { 'up.yaml': RULES },
     env: { ...env, BACKEND_TYPE: 'redis', CACHE_KEY_PREFIX: 'ours_' },
@@ -39,7 +42,13 @@ t.test('RESPONSE_DYNAMIC_METADATA: the same request, the same metadata', async (
     domain: 'up',
     hitsAddend: 2,
     descriptors: [
-      { entries: [{ key: 'a', value: '1' }, { key: 'sub', value: 'x=y' }], limit: { requestsPerUnit: 7, unit: 'HOUR' } },
+      {
+        entries: [
+          { key: 'a', value: '1' },
+          { key: 'sub', value: 'x=y' },
+        ],
+        limit: { requestsPerUnit: 7, unit: 'HOUR' },
+      },
       { entries: [{ key: 'b', value: '2' }], hitsAddend: 3 },
       { entries: [{ key: 'c', value: '3' }] },
     ],
@@ -61,7 +70,9 @@ t.test('RESPONSE_DYNAMIC_METADATA: the same request, the same metadata', async (
   // Go prints a message in its text format with one or two spaces between fields (chosen per build).
   const normalize = (md: any) => ({
     ...md,
-    descriptors: md.descriptors.map((d: any) => (d.limit ? { ...d, limit: d.limit.replace(/\s+/g, ' ') } : d)),
+    descriptors: md.descriptors.map((d: any) =>
+      d.limit ? { ...d, limit: d.limit.replace(/\s+/g, ' ') } : d,
+    ),
   });
   const expected = {
     domain: 'up',
@@ -73,7 +84,11 @@ t.test('RESPONSE_DYNAMIC_METADATA: the same request, the same metadata', async (
     ],
   };
   const { quotaModeEnabled, ...refRest } = normalize(refMd);
-  t.same(refRest, expected, 'reference: entries as key=value, limit, hitsAddend per descriptor and per request');
+  t.same(
+    refRest,
+    expected,
+    'reference: entries as key=value, limit, hitsAddend per descriptor and per request',
+  );
   t.equal(quotaModeEnabled, false, 'reference at the pin: quotaModeEnabled (upstream main has dropped it)');
   t.same(normalize(oursMd), expected, 'ours: the same, without quotaModeEnabled');
 });
