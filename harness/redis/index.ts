@@ -27,3 +27,4 @@ export {
   type SentinelFailoverResult,
   type StartRedisSentinelOptions,
 } from './sentinel.js';
+export { bulk, startFakeRedis, type FakeAnswer, type FakeRedis } from './fake.js';
