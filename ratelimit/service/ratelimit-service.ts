@@ -32,10 +32,19 @@ export interface RateLimitServiceOptions {
   stats: StatsStore;
   globalShadowMode?: boolean;
   globalQuotaMode?: boolean;
-  responseHeaders?: { limit: string; remaining: string; reset: string } | null;
+  responseHeaders?: HeaderNames | null;
+  /** LIMIT_REQUEST_HEADERS_*: the same headers for the upstream service, in request_headers_to_add. */
+  requestHeaders?: HeaderNames | null;
   responseDynamicMetadata?: boolean;
   /** NAMED_LIMITS_*: which named limit decided, in headers, metadata and a sampled log. */
   namedLimits?: NamedLimitsOptions;
+}
+
+/** The names of the limit, remaining and reset headers. */
+export interface HeaderNames {
+  limit: string;
+  remaining: string;
+  reset: string;
 }
 
 export interface NamedLimitsOptions {
@@ -164,9 +173,11 @@ export class RateLimitService {
     let minimum: WireDescriptorStatus | undefined;
     let minRemaining = MAX_UINT32;
     const headers = this.opts.responseHeaders;
+    const requestHeaders = this.opts.requestHeaders;
+    const track = headers || requestHeaders;
     for (let i = 0; i < n; i++) {
       const s = statuses[i];
-      if (headers && s.currentLimit && s.limitRemaining < minRemaining) {
+      if (track && s.currentLimit && s.limitRemaining < minRemaining) {
         minimum = s;
         minRemaining = s.limitRemaining;
       }
@@ -196,6 +207,11 @@ export class RateLimitService {
     const response: WireRateLimitResponse = { overallCode: overLimit ? 'OVER_LIMIT' : 'OK', statuses };
     if (headers && minimum && minimum.currentLimit) {
       response.responseHeadersToAdd = this.limitHeaders(headers, minimum);
+    }
+    // The descriptor closest to its limit, as for the response headers (Envoy adds these to the request
+    // it forwards, so they matter only when the answer is OK).
+    if (requestHeaders && minimum && minimum.currentLimit) {
+      response.requestHeadersToAdd = this.limitHeaders(requestHeaders, minimum);
     }
     const named = this.opts.namedLimits;
     let namedMeta: Record<string, unknown> | undefined;
@@ -262,10 +278,7 @@ export class RateLimitService {
     };
   }
 
-  private limitHeaders(
-    names: { limit: string; remaining: string; reset: string },
-    s: WireDescriptorStatus,
-  ): WireHeader[] {
+  private limitHeaders(names: HeaderNames, s: WireDescriptorStatus): WireHeader[] {
     return [
       { key: names.limit, value: String(s.currentLimit!.requestsPerUnit) },
       { key: names.remaining, value: String(s.limitRemaining) },

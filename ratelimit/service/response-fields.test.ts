@@ -106,3 +106,54 @@ descriptors:
     t.same(md.metadata, { y: 'top', nested: { y: 2, n: 3, on: 4, off: 5, '010': 6, yes: false } });
   },
 );
+
+const HEADER_RULES = `
+domain: h
+descriptors:
+  - key: wide
+    rate_limit: { unit: hour, requests_per_unit: 100 }
+  - key: narrow
+    rate_limit: { unit: minute, requests_per_unit: 3 }
+`;
+
+t.test(
+  'LIMIT_REQUEST_HEADERS_ENABLED: request_headers_to_add for the descriptor closest to its limit',
+  async (t) => {
+    const svc = await startTestApp({
+      files: { 'h.yaml': HEADER_RULES },
+      env: { LIMIT_REQUEST_HEADERS_ENABLED: 'true', LIMIT_REQUEST_REMAINING_HEADER: 'X-Quota-Left' },
+    });
+    t.teardown(() => svc.close());
+    const req = { domain: 'h', descriptors: [descriptor(['wide', '1']), descriptor(['narrow', '1'])] };
+    const r = await svc.call(req);
+    t.equal(r.overallCode, 'OK');
+    const byKey = Object.fromEntries((r.requestHeadersToAdd ?? []).map((h) => [h.key, h.value]));
+    t.same(
+      Object.keys(byKey),
+      ['RateLimit-Limit', 'X-Quota-Left', 'RateLimit-Reset'],
+      'default and set names',
+    );
+    t.equal(byKey['RateLimit-Limit'], '3', 'the narrow limit, least remaining');
+    t.equal(byKey['X-Quota-Left'], '2');
+    const reset = Number(byKey['RateLimit-Reset']);
+    t.ok(reset >= 0 && reset <= 60, `reset within the minute (${reset})`);
+    t.same(r.responseHeadersToAdd ?? [], [], 'response headers stay off');
+    const json = await svc.postJson(req);
+    t.same(
+      json.json().requestHeadersToAdd.map((h: { key: string }) => h.key),
+      ['RateLimit-Limit', 'X-Quota-Left', 'RateLimit-Reset'],
+      '/json carries them too',
+    );
+  },
+);
+
+t.test('request headers are off by default and independent of the response headers', async (t) => {
+  const svc = await startTestApp({
+    files: { 'h.yaml': HEADER_RULES },
+    env: { LIMIT_RESPONSE_HEADERS_ENABLED: 'true' },
+  });
+  t.teardown(() => svc.close());
+  const r = await svc.call({ domain: 'h', descriptors: [descriptor(['narrow', '2'])] });
+  t.same(r.requestHeadersToAdd ?? [], []);
+  t.equal(r.responseHeadersToAdd?.length, 3);
+});
