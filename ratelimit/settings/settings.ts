@@ -46,6 +46,11 @@ export interface RedisSettings {
    */
   clusterPipelineParallelism: number;
   poolOnEmptyBehavior: string;
+  /**
+   * Ours (<prefix>_MAX_OUTSTANDING_COMMANDS): commands written to one Redis connection and not yet
+   * answered; past it a new operation fails at once as a cache error instead of queueing behind them.
+   */
+  maxOutstandingCommands: number;
 }
 
 export interface TlsFiles {
@@ -375,6 +380,13 @@ function redisGroupSettings(r: EnvReader, backendType: BackendType): RedisGroupS
 }
 
 /**
+ * Commands one Redis connection may have unanswered. Far above what a healthy Redis holds at the
+ * benchmark's rates (docs/security.md), and small enough that a stalled Redis holds a bounded amount
+ * of memory in the process.
+ */
+export const DEFAULT_MAX_OUTSTANDING_COMMANDS = 20_000;
+
+/**
  * The reference's checks of <prefix>_POOL_ON_EMPTY_BEHAVIOR (its Redis client, radix v4, only waits:
  * CREATE and ERROR stop the start, any other value is accepted) and of
  * <prefix>_CLUSTER_PIPELINE_PARALLELISM (negative stops a cluster's start).
@@ -415,6 +427,9 @@ function redisSettings(
     closeConnectionOnReadOnly,
     clusterPipelineParallelism: r.int(`${prefix}_CLUSTER_PIPELINE_PARALLELISM`, 1),
     poolOnEmptyBehavior: r.string(`${prefix}_POOL_ON_EMPTY_BEHAVIOR`, 'WAIT'),
+    maxOutstandingCommands: r.int(`${prefix}_MAX_OUTSTANDING_COMMANDS`, DEFAULT_MAX_OUTSTANDING_COMMANDS, {
+      min: 1,
+    }),
   };
   // "0 means 10 s" (and 30 s) decided here once: the Redis clients read these and make no choice.
   s.connectTimeoutMs = s.timeoutMs > 0 ? s.timeoutMs : 10_000;
