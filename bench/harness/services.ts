@@ -145,6 +145,8 @@ export interface ServiceOptions {
   node?: string;
   /** Name of the log file (`<logName>.log` in logDir); default the kind. */
   logName?: string;
+  /** How often to try the listeners while the service starts (default 50 ms). */
+  pollMs?: number;
 }
 
 export class BenchService {
@@ -214,11 +216,12 @@ export class BenchService {
     // because the first config (10k descriptors among the bench domains) is parsed on a nice-19 thread.
     await waitForPort(grpcPort, {
       deadlineMs: 180_000,
+      intervalMs: o.pollMs,
       what: `${o.kind} gRPC listener`,
       abort: () => proc.exitReason(),
       context: () => proc.logTail(),
     });
-    await waitForPort(httpPort, { deadlineMs: 10_000, abort: () => proc.exitReason() });
+    await waitForPort(httpPort, { deadlineMs: 10_000, intervalMs: o.pollMs, abort: () => proc.exitReason() });
     return new BenchService(o.kind, proc, grpcPort, httpPort, o.runtime);
   }
 
