@@ -147,6 +147,8 @@ export interface ServiceOptions {
   logName?: string;
   /** How often to try the listeners while the service starts (default 50 ms). */
   pollMs?: number;
+  /** More environment variables for the service. */
+  env?: NodeJS.ProcessEnv;
 }
 
 export class BenchService {
@@ -189,6 +191,7 @@ export class BenchService {
       ...quietListenEnv(grpcPort, httpPort, debugPort),
       LOCAL_CACHE_SIZE_IN_BYTES: String(o.localCacheBytes),
       ...(o.loopProbeFile && o.kind === 'ours' ? { BENCH_LOOP_PROBE: o.loopProbeFile } : {}),
+      ...o.env,
     };
     let command: string[];
     if (o.kind === 'ours') {
@@ -226,7 +229,7 @@ export class BenchService {
   }
 
   /** One ShouldRateLimit call through grpc-js (decision checks and reload probes, not load). */
-  call(r: BenchRequest): Promise<WireRateLimitResponse> {
+  call(r: BenchRequest, deadlineMs = 5000): Promise<WireRateLimitResponse> {
     if (!this.client) {
       const Ctor = grpc.makeGenericClientConstructor(rateLimitServiceDefinition(), 'RateLimitService');
       this.client = new Ctor(this.grpcTarget, grpc.credentials.createInsecure());
@@ -245,7 +248,7 @@ export class BenchService {
       ) => void
     >;
     return new Promise((resolve, reject) =>
-      client.ShouldRateLimit.call(this.client, req, { deadline: Date.now() + 5000 }, (err, res) =>
+      client.ShouldRateLimit.call(this.client, req, { deadline: Date.now() + deadlineMs }, (err, res) =>
         err ? reject(err) : resolve(res),
       ),
     );
