@@ -41,6 +41,11 @@ export interface RedisSettings {
   staleRequestMs: number;
   /** Ours (<prefix>_DIRECT_COUNTING, default true): INCRBY + EXPIRE on a connection of our own (direct-counter.ts). */
   directCounting: boolean;
+  /**
+   * Ours (<prefix>_MAX_OUTSTANDING_COMMANDS): commands written to one Redis connection and not yet
+   * answered; past it a new operation fails at once as a cache error instead of queueing behind them.
+   */
+  maxOutstandingCommands: number;
 }
 
 export interface TlsFiles {
@@ -360,6 +365,13 @@ function redisGroupSettings(r: EnvReader): RedisGroupSettings {
   return g;
 }
 
+/**
+ * Commands one Redis connection may have unanswered. Far above what a healthy Redis holds at the
+ * benchmark's rates (docs/security.md), and small enough that a stalled Redis holds a bounded amount
+ * of memory in the process.
+ */
+export const DEFAULT_MAX_OUTSTANDING_COMMANDS = 20_000;
+
 function redisSettings(r: EnvReader, prefix: string, defaultUrl: string): RedisSettings {
   const s: RedisSettings = {
     socketType: r.oneOf(`${prefix}_SOCKET_TYPE`, 'unix', ['tcp', 'unix'] as const),
@@ -375,6 +387,9 @@ function redisSettings(r: EnvReader, prefix: string, defaultUrl: string): RedisS
     connectTimeoutMs: 0,
     staleRequestMs: 0,
     directCounting: r.bool(`${prefix}_DIRECT_COUNTING`, true),
+    maxOutstandingCommands: r.int(`${prefix}_MAX_OUTSTANDING_COMMANDS`, DEFAULT_MAX_OUTSTANDING_COMMANDS, {
+      min: 1,
+    }),
   };
   // "0 means 10 s" (and 30 s) decided here once: the Redis clients read these and make no choice.
   s.connectTimeoutMs = s.timeoutMs > 0 ? s.timeoutMs : 10_000;
