@@ -149,6 +149,8 @@ export interface ServiceOptions {
   pollMs?: number;
   /** More environment variables for the service. */
   env?: NodeJS.ProcessEnv;
+  /** How long the service may take to listen (default 180 s). */
+  startDeadlineMs?: number;
 }
 
 export class BenchService {
@@ -218,7 +220,7 @@ export class BenchService {
     // Startup took over 60 s twice on the shared machine (load average 15-19, 2026-11-24), most likely
     // because the first config (10k descriptors among the bench domains) is parsed on a nice-19 thread.
     await waitForPort(grpcPort, {
-      deadlineMs: 180_000,
+      deadlineMs: o.startDeadlineMs ?? 180_000,
       intervalMs: o.pollMs,
       what: `${o.kind} gRPC listener`,
       abort: () => proc.exitReason(),
