@@ -59,24 +59,27 @@ t.test("a refund without its own hits_addend returns the request's (or 1)", asyn
   t.equal(one.statuses[0]!.limitRemaining, 3, 'no hits_addend anywhere: 1 returned');
 });
 
-t.test('hits_addend 0: nothing returned, OK; a refund beside a hit leaves the hit its own answer', async (t) => {
-  const svc = await startTestApp({ files: { 'd.yaml': CONFIG } });
-  t.teardown(() => svc.close());
-  await svc.call({ domain: 'd', descriptors: [hit(['plain', 'z'], 6)] });
-  const zero = await svc.call({ domain: 'd', descriptors: [refund(['plain', 'z'], 0)] });
-  t.equal(zero.overallCode, 'OK', 'a zero refund of an over-limit key is still OK');
-  t.equal(zero.statuses[0]!.limitRemaining ?? 0, 0, 'and changes nothing');
-  const mixed = await svc.call({
-    domain: 'd',
-    descriptors: [hit(['plain', 'z'], 1), refund(['sw', 'z'], 1)],
-  });
-  t.equal(mixed.overallCode, 'OVER_LIMIT', 'the hit is over limit');
-  t.same(
-    mixed.statuses.map((s) => s.code),
-    ['OVER_LIMIT', 'OK'],
-  );
-  t.equal(svc.app.stats.snapshot()['ratelimit.service.rate_limit.d.plain.total_negative_hits'] ?? 0, 0);
-});
+t.test(
+  'hits_addend 0: nothing returned, OK; a refund beside a hit leaves the hit its own answer',
+  async (t) => {
+    const svc = await startTestApp({ files: { 'd.yaml': CONFIG } });
+    t.teardown(() => svc.close());
+    await svc.call({ domain: 'd', descriptors: [hit(['plain', 'z'], 6)] });
+    const zero = await svc.call({ domain: 'd', descriptors: [refund(['plain', 'z'], 0)] });
+    t.equal(zero.overallCode, 'OK', 'a zero refund of an over-limit key is still OK');
+    t.equal(zero.statuses[0]!.limitRemaining ?? 0, 0, 'and changes nothing');
+    const mixed = await svc.call({
+      domain: 'd',
+      descriptors: [hit(['plain', 'z'], 1), refund(['sw', 'z'], 1)],
+    });
+    t.equal(mixed.overallCode, 'OVER_LIMIT', 'the hit is over limit');
+    t.same(
+      mixed.statuses.map((s) => s.code),
+      ['OVER_LIMIT', 'OK'],
+    );
+    t.equal(svc.app.stats.snapshot()['ratelimit.service.rate_limit.d.plain.total_negative_hits'] ?? 0, 0);
+  },
+);
 
 t.test('shadow mode: the refund is applied as on any rule; unlimited: answered locally', async (t) => {
   const svc = await startTestApp({ files: { 'd.yaml': CONFIG } });

@@ -107,7 +107,10 @@ export function descriptorModel(models: LimitModel[]) {
       const r = models.map((m) => m.check(now, hits));
       const fits = r.every((x) => x.fits);
       for (const m of models) if ((fits || m.countsRejected) && hits > 0) m.commit(now, hits);
-      return { code: fits ? 'OK' : 'OVER_LIMIT', remaining: fits ? Math.min(...r.map((x) => x.remaining)) : 0 };
+      return {
+        code: fits ? 'OK' : 'OVER_LIMIT',
+        remaining: fits ? Math.min(...r.map((x) => x.remaining)) : 0,
+      };
     },
   };
 }

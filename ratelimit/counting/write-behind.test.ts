@@ -294,7 +294,11 @@ t.test("a fixed window's refund check (evaluate) is netted against unsent hits t
   await wb.increment([op('k', 2)]);
   await wb.increment([op('k', 3)]);
   // buildFixedWindowRefund's layout: [now, -hits, code 0, limit, period, burst 0]
-  const refund = (hits: number) => ({ keys: ['k'], args: [Date.now(), -hits, 0, 10, 60_000, 0], perSecond: false });
+  const refund = (hits: number) => ({
+    keys: ['k'],
+    args: [Date.now(), -hits, 0, 10, 60_000, 0],
+    perSecond: false,
+  });
   const [v] = await wb.evaluate!([refund(4)]);
   t.equal(v![0], 0, 'admitted');
   t.equal(v![1], 9, 'remaining: 10 - (2 in the store - 1 refunded there)');

@@ -217,7 +217,8 @@ export class WriteBehindCounterStore implements CounterStore {
       if (op.hits + taken === 0) (local ??= []).push(j);
     }
     const results = await this.innerEach(sent);
-    if (local !== undefined) for (const j of local) if (results[j] instanceof Error) results[j] = this.estimate(sent[j]);
+    if (local !== undefined)
+      for (const j of local) if (results[j] instanceof Error) results[j] = this.estimate(sent[j]);
     let answered = false;
     for (let j = 0; j < idx.length; j++) {
       const r = results[j];

@@ -94,7 +94,11 @@ async function concurrent(t: Test, name: string, store: CounterStore, key: Refun
     `${name} ${key}: every remaining within [0, ${capacity}]`,
   );
   const reset = await hit(1_000_000, true);
-  t.equal(reset.limitRemaining, capacity, `${name} ${key}: an oversized refund gives the budget back, not more`);
+  t.equal(
+    reset.limitRemaining,
+    capacity,
+    `${name} ${key}: an oversized refund gives the budget back, not more`,
+  );
   let ok = 0;
   for (let i = 0; i <= capacity; i++) if ((await hit(1, false)).code === 'OK') ok++;
   t.equal(ok, capacity, `${name} ${key}: then exactly the budget is admitted`);

@@ -126,7 +126,8 @@ export function requestFromJson(
     const negative = field(d, 'isNegativeHits', 'is_negative_hits');
     if (negative !== undefined && negative !== null) {
       // protojson takes a bool only as JSON true or false.
-      if (typeof negative !== 'boolean') throw new ServiceError(`${where}.is_negative_hits: expected true or false`);
+      if (typeof negative !== 'boolean')
+        throw new ServiceError(`${where}.is_negative_hits: expected true or false`);
       if (negative) out.isNegativeHits = true;
     }
     return out;
