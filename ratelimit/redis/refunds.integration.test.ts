@@ -1,11 +1,11 @@
-// Refunds (is_negative_hits) on real Redis, single and cluster, through the production layers
+// Refunds (is_negative_hits) on real Redis, single, cluster and sentinel, through the production layers
 // (coalescing and the check batcher): random programs of hits and refunds on every algorithm decide as
 // the models of counting/testing.ts (and as the memory backend); refunds and hits sent concurrently
 // never push a counter below zero nor a budget above its limit; a fixed window's refund is a DECRBY
 // on the reference's own key that keeps its expiry and never creates it.
 import t, { type Test } from 'tap';
 import fc from 'fast-check';
-import { startRedis, startRedisCluster } from '../../harness/redis/index.js';
+import { startRedis, startRedisCluster, startRedisSentinel } from '../../harness/redis/index.js';
 import { Limiter } from '../limiter/index.js';
 import { CoalescingCounterStore, type CounterStore } from '../counting/index.js';
 import {
@@ -146,4 +146,21 @@ t.test('redis cluster: refunds as the model, atomic under concurrency', async (t
   const store = new CoalescingCounterStore(base);
   await asModel(t, 'cluster', store);
   for (const key of REFUND_KEYS) await concurrent(t, 'cluster', store, key);
+});
+
+t.test('redis sentinel: refunds as the model', async (t) => {
+  const group = await startRedisSentinel();
+  t.teardown(() => group.stop());
+  const base = new RedisCounterStore({
+    settings: redisSettings({
+      REDIS_TYPE: 'sentinel',
+      REDIS_URL: `${group.masterName},${group.sentinelUrls}`,
+    }),
+    tlsFiles: noTls,
+  });
+  await base.start(15_000);
+  t.teardown(() => base.close());
+  const store = new CoalescingCounterStore(base);
+  await asModel(t, 'sentinel', store);
+  await concurrent(t, 'sentinel', store, 'multi');
 });
