@@ -99,3 +99,29 @@ t.test('a refund never creates a key, and a zero refund changes nothing', async 
   }
   t.same(writes, [], 'nothing written for absent keys');
 });
+
+t.test('a settle arriving in the next window refunds that window, by the documented rule', async (t) => {
+  // START_MS is 1.5 s before a minute boundary: the reservation is in one window, the refund 2 s later
+  // in the next one.
+  const cases: [RefundKey, number, number, number][] = [
+    // key, hits reserved, remaining just before the refund (a zero-hit check), remaining after it
+    ['fixed', 4, 5, 5], // the new window's counter is empty: nothing to return
+    ['sw', 8, 2, 5], // taken from the previous window: weighted 8 -> 5 at 0.5 s into the window
+    ['tb', 4, 0, 3], // T = 10 s: debt 38 s -> 8 s
+  ];
+  for (const [key, reserved, before, after] of cases) {
+    const steps: Step[] = [
+      { dt: 0, hits: reserved, refund: false },
+      { dt: 2000, hits: 0, refund: false },
+      { dt: 0, hits: 3, refund: true },
+    ];
+    const clock = { now: START_MS };
+    const store = new MemoryCounterStore(() => clock.now, 1e9);
+    const got = await runProgram(store, key, 'late', steps, clock);
+    await store.close();
+    t.equal(got[0]!.code, 'OK', `${key}: reserved`);
+    t.equal(got[1]!.remaining, before, `${key}: ${before} remaining in the next window before the settle`);
+    t.equal(got[2]!.remaining, after, `${key}: ${after} remaining after it`);
+    t.same(got, modelProgram(key, steps), `${key}: as the model`);
+  }
+});
