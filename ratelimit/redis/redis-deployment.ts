@@ -608,13 +608,32 @@ export class RedisDeployment {
   private readonly sawReadOnly = (): void => {
     if (this.demoted || this.closing) return;
     this.demoted = true;
-    this.logger?.error(
-      `redis at ${this.describe()} answers READONLY: it is a replica now, and a single Redis has no other master to follow; its decisions fail (the circuit breaker answers them from the failure mode) and /healthcheck reports the cache not ready until it is a master again`,
-    );
+    if (this.settings.closeConnectionOnReadOnly) {
+      this.logger?.error(
+        `redis at ${this.describe()} answers READONLY: it is a replica now; reconnecting through the address (REDIS_CLOSE_CONNECTION_ON_READONLY_ERROR) until it leads to a master. Meanwhile its decisions fail (the circuit breaker answers them from the failure mode) and /healthcheck reports the cache not ready`,
+      );
+      this.reconnect();
+    } else {
+      this.logger?.error(
+        `redis at ${this.describe()} answers READONLY: it is a replica now, and a single Redis has no other master to follow; its decisions fail (the circuit breaker answers them from the failure mode) and /healthcheck reports the cache not ready until it is a master again (REDIS_CLOSE_CONNECTION_ON_READONLY_ERROR=true reconnects through the address instead, for a name repointed at a new master)`,
+      );
+    }
     this.onRole?.(this.name, true);
     this.roleTimer = setInterval(() => void this.checkRole(), ROLE_CHECK_MS);
     this.roleTimer.unref();
   };
+
+  /**
+   * REDIS_CLOSE_CONNECTION_ON_READONLY_ERROR: drops the connection so that ioredis dials the address
+   * again (a DNS name or Service is resolved anew, a proxy picks its current backend); the direct
+   * counting connection follows ioredis' new one. ROLE is asked as soon as it is ready, so a new master
+   * is found without waiting for a write.
+   */
+  private reconnect(): void {
+    if (this.closing) return;
+    this.client.once('ready', () => void this.checkRole());
+    this.client.disconnect(true);
+  }
 
   private roleChecking = false;
 
@@ -626,7 +645,11 @@ export class RedisDeployment {
     try {
       const role = (await this.deadlines.bound(this.client.call('ROLE'))) as unknown[];
       if (!this.demoted) return true;
-      if (role[0] !== 'master') return false;
+      if (role[0] !== 'master') {
+        // Still a replica behind this connection: dial the address again (at most once per check).
+        if (this.settings.closeConnectionOnReadOnly) this.reconnect();
+        return false;
+      }
       this.demoted = false;
       clearInterval(this.roleTimer);
       this.roleTimer = undefined;
