@@ -388,9 +388,9 @@ function redisGroupSettings(r: EnvReader, backendType: BackendType): RedisGroupS
 }
 
 /**
- * Commands one Redis connection may have unanswered. Far above what a healthy Redis holds at the
- * benchmark's rates (docs/security.md), and small enough that a stalled Redis holds a bounded amount
- * of memory in the process.
+ * Commands one Redis connection may have unanswered: ten times what the benchmark's heaviest shape
+ * holds (docs/failure-modes.md), and small enough that a stalled Redis holds a bounded amount of
+ * memory in the process.
  */
 export const DEFAULT_MAX_OUTSTANDING_COMMANDS = 20_000;
 
