@@ -392,6 +392,7 @@ export class DirectoryConfigSource extends EventEmitter<DirectorySourceEvents> {
     const skipped: FileReadError[] = [];
     const failed: FileReadError[] = [];
     for (const name of names) {
+      if (this.closed) break; // close() waits for this scan: it reads no further
       const path = join(dir, name);
       try {
         const text = await readBoundedText(path, {
