@@ -1,6 +1,7 @@
 // Every benchmark phase, in the order a run executes them. A new phase is one module and one line here.
 import { algorithmsPhase } from './algorithms.js';
 import { checkPhase } from './check.js';
+import { clusterPhase } from './cluster.js';
 import { h2loadPhase } from './h2load.js';
 import { jsonPhase } from './json.js';
 import { latencyPhase } from './latency.js';
@@ -31,6 +32,7 @@ export const PHASES: readonly Phase[] = [
   xdsReloadPhase,
   xdsComparePhase,
   rlqsAccuracyPhase,
+  clusterPhase,
 ];
 
 export const PHASE_NAMES: string[] = PHASES.map((p) => p.name);
