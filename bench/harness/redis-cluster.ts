@@ -1,8 +1,7 @@
 // A Redis Cluster for a measurement: the harness' real cluster (harness/redis/cluster.ts), every node
 // pinned to the aux core, counted as one Redis: commands and CPU summed over the masters, FLUSHALL on
 // each master.
-import { respCommand } from '../../harness/redis/index.js';
-import { startRedisCluster, type RedisCluster } from '../../harness/redis/cluster.js';
+import { respCommand, startRedisCluster, type RedisCluster } from '../../harness/redis/index.js';
 import { countedCommandCalls, cpuSeconds, pin, type RedisUnderTest } from './services.js';
 
 export class BenchRedisCluster implements RedisUnderTest {

@@ -167,6 +167,8 @@ export interface ServiceOptions {
   node?: string;
   /** Name of the log file (`<logName>.log` in logDir); default the kind. */
   logName?: string;
+  /** Our service only: the bin it runs (default this build's bin/ratelimit.js). */
+  bin?: string;
   /** Extra environment variables (e.g. `REDIS_TYPE=cluster`). */
   env?: Record<string, string>;
 }
@@ -222,7 +224,7 @@ export class BenchService {
         ...(o.loopProbeFile
           ? ['--import', join(REPO_ROOT, 'bench', 'harness', 'loop-probe-preload.mjs')]
           : []),
-        builtBin('ratelimit'),
+        o.bin ?? builtBin('ratelimit'),
       ];
     } else {
       const bin = BenchService.referenceBinary();

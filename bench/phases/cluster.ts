@@ -8,7 +8,7 @@
 import { join } from 'node:path';
 import { measure, stat, type Sample, type Stat } from '../harness/measure.js';
 import { BenchRedisCluster } from '../harness/redis-cluster.js';
-import { BenchService, RuntimeDir, type ServiceKind } from '../harness/services.js';
+import { BenchService, RuntimeDir } from '../harness/services.js';
 import type { LoadDriver, Shape } from '../harness/drivers.js';
 import { configFiles, WORKLOAD_TITLES, type WorkloadName } from '../load/workloads.js';
 import type { BenchOptions } from '../options.js';
@@ -22,9 +22,14 @@ export const CLUSTER_WORKLOADS: readonly WorkloadName[] = ['hot', 'uniform', 'de
 export const CLUSTER_RATES: readonly number[] = [1000, 2000];
 /**
  * The reference's write flush interval on a cluster: its README requires a non-zero
- * REDIS_PIPELINE_WINDOW in cluster mode and suggests 150–500 µs. Ours runs with its defaults.
+ * REDIS_PIPELINE_WINDOW in cluster mode and suggests 150–500 µs. Ours runs with its defaults (below).
  */
 export const REFERENCE_CLUSTER_ENV = { REDIS_PIPELINE_WINDOW: '150us' };
+/**
+ * Ours: its defaults, and a longer bound on the first config's parse (the 10k-descriptor file among the
+ * bench domains runs on a low-priority thread; on a shared machine that took over the default 30 s).
+ */
+export const OURS_CLUSTER_ENV = { REDIS_TYPE: 'cluster', CONFIG_PARSE_TIMEOUT: '150s' };
 
 export interface ClusterPhaseOptions {
   workloads: readonly WorkloadName[];
@@ -39,6 +44,8 @@ export interface ClusterPhaseOptions {
   warmupPassMs: number;
   /** Measure the reference too (when its binary is built). */
   reference: boolean;
+  /** Another build's bin/ratelimit.js, measured as the arm `ours-base` (`--base`). */
+  baseBin?: string;
   /** Node flags for our service (GC settings, --cpu-prof). */
   oursNodeArgs: string[];
   logDir: string;
@@ -53,8 +60,11 @@ export interface ClusterCell {
   driver: string;
   /** Open-loop rate; absent at saturation. */
   rate?: number;
-  samples: Partial<Record<ServiceKind, Sample[]>>;
+  samples: Partial<Record<ClusterArm, Sample[]>>;
 }
+
+/** `ours-base`: another build of ours (`--base`), to measure a change before and after in one run. */
+export type ClusterArm = 'ours' | 'reference' | 'ours-base';
 
 export interface ClusterResult {
   masters: number;
@@ -62,10 +72,14 @@ export interface ClusterResult {
   cells: ClusterCell[];
 }
 
-/** Per round, ours ÷ the reference's (rounds paired by index). */
-export function roundRatios(c: ClusterCell, pick: (s: Sample) => number): Stat {
+/** Per round, ours ÷ the reference's (or ÷ another arm's; rounds paired by index). */
+export function roundRatios(
+  c: ClusterCell,
+  pick: (s: Sample) => number,
+  over: ClusterArm = 'reference',
+): Stat {
   const a = c.samples.ours ?? [];
-  const b = c.samples.reference ?? [];
+  const b = c.samples[over] ?? [];
   const r: number[] = [];
   for (let i = 0; i < Math.min(a.length, b.length); i++) if (pick(b[i]) > 0) r.push(pick(a[i]) / pick(b[i]));
   return stat(r);
@@ -73,8 +87,8 @@ export function roundRatios(c: ClusterCell, pick: (s: Sample) => number): Stat {
 
 export async function runClusterPhase(o: ClusterPhaseOptions): Promise<ClusterResult> {
   const redis = await BenchRedisCluster.start(AUX_CPUS);
-  const svcs: Partial<Record<ServiceKind, BenchService>> = {};
-  const kinds: ServiceKind[] = [];
+  const svcs: Partial<Record<ClusterArm, BenchService>> = {};
+  const kinds: ClusterArm[] = [];
   const result: ClusterResult = {
     masters: redis.masters.length,
     referenceEnv: REFERENCE_CLUSTER_ENV,
@@ -87,7 +101,7 @@ export async function runClusterPhase(o: ClusterPhaseOptions): Promise<ClusterRe
       logDir: o.logDir,
       localCacheBytes: 256 << 20,
     };
-    const runtimeOf = (k: ServiceKind) => {
+    const runtimeOf = (k: ClusterArm) => {
       const rt = new RuntimeDir(join(o.tmpDir, `cluster-runtime-${k}`));
       for (const [name, text] of Object.entries(configFiles(0))) rt.write(name, text);
       return rt;
@@ -98,9 +112,21 @@ export async function runClusterPhase(o: ClusterPhaseOptions): Promise<ClusterRe
       runtime: runtimeOf('ours'),
       logName: 'cluster-ours',
       nodeArgs: o.oursNodeArgs,
-      env: { REDIS_TYPE: 'cluster' },
+      env: OURS_CLUSTER_ENV,
     });
     kinds.push('ours');
+    if (o.baseBin) {
+      svcs['ours-base'] = await BenchService.start({
+        ...common,
+        kind: 'ours',
+        bin: o.baseBin,
+        runtime: runtimeOf('ours-base'),
+        logName: 'cluster-ours-base',
+        nodeArgs: o.oursNodeArgs.filter((a) => !a.startsWith('--cpu-prof')),
+        env: OURS_CLUSTER_ENV,
+      });
+      kinds.push('ours-base');
+    }
     if (o.reference && BenchService.referenceBinary()) {
       svcs.reference = await BenchService.start({
         ...common,
@@ -114,7 +140,7 @@ export async function runClusterPhase(o: ClusterPhaseOptions): Promise<ClusterRe
     o.log(`cluster phase: ${redis.masters.length} masters at ${redis.urls}; ${kinds.join(', ')}`);
 
     const run = async (
-      k: ServiceKind,
+      k: ClusterArm,
       w: WorkloadName,
       round: number,
       shape: Shape,
@@ -158,7 +184,7 @@ export async function runClusterPhase(o: ClusterPhaseOptions): Promise<ClusterRe
                 cells.set(key, cell);
                 result.cells.push(cell);
               }
-              // A B, then B A: no service always runs first.
+              // A B C, then C B A: no service always runs first.
               for (const k of round % 2 ? [...kinds].reverse() : kinds) {
                 const s = await run(k, w, round, shape, driver, rate);
                 (cell.samples[k] ??= []).push(s);
@@ -214,6 +240,14 @@ export function clusterFigures(r: ClusterResult): Figure[] {
         better,
         ours: roundRatios(c, pick),
       });
+    if (c.samples['ours-base'])
+      out.push({
+        group: f.group,
+        name: `${name}, ours ÷ the --base build of each round [${c.shape}, ${c.driver}]`,
+        unit: 'ratio',
+        better,
+        ours: roundRatios(c, pick, 'ours-base'),
+      });
   };
   for (const c of r.cells) {
     if (c.rate === undefined) {
@@ -261,6 +295,7 @@ export function clusterOptions(
     warmupMs: o.warmupMs,
     warmupPassMs: o.warmupPassMs,
     reference: o.reference,
+    baseBin: o.base ? join(o.base, 'bin', 'ratelimit.js') : undefined,
     oursNodeArgs: [
       ...(o.profile ? ['--cpu-prof', `--cpu-prof-dir=${join(o.outDir, 'cluster-profile')}`] : []),
       ...o.oursNodeFlags,
