@@ -1,12 +1,12 @@
 #!/usr/bin/env node
-// Runs the compiled service (npm run build writes dist/); --help and --version answer without starting it.
+// Runs the compiled service (npm run build writes dist/). With arguments (--help, --version, or a
+// mistake) it answers them without starting the service.
 import { requireSupportedNode } from './supported-node.js';
 
 requireSupportedNode('ratelimit');
-const arg = process.argv[2];
-if (arg === '--help' || arg === '-h' || arg === '--version') {
-  const { serviceHelp } = await import('../dist/cli/service-help.js');
-  process.stdout.write(serviceHelp(arg));
+if (process.argv.length > 2) {
+  const { serviceCommand } = await import('../dist/cli/service-help.js');
+  serviceCommand(process.argv.slice(2));
 } else {
   await import('../dist/ratelimit/main.js');
 }

@@ -5,7 +5,7 @@
 // the order the parser reads them. The wrapping lasts for those calls only, in a process that prints
 // and exits; the service never runs with it.
 import { EnvReader, loadSettings, type Env } from '../ratelimit/settings/index.js';
-import { packageVersion } from './ratelimit-config/help.js';
+import { packageVersion, parseProgramArgs, runProgram } from '../common/index.js';
 
 /** Environments that reach the parser's conditional parts (backends, sentinel, TLS, stats, xDS). */
 const ENVIRONMENTS: readonly Record<string, string>[] = [
@@ -108,7 +108,23 @@ ${rows.map(([name, def]) => `  ${name.padEnd(width)}${def}`).join('\n')}
 `;
 }
 
-/** What bin/ratelimit.js prints for --help / -h and --version. */
-export function serviceHelp(arg: string): string {
-  return arg === '--version' ? `ratelimit ${packageVersion()}\n` : serviceUsage();
+/**
+ * `ratelimit` with arguments (bin/ratelimit.js loads this instead of starting the service): `--help`
+ * and `--version` print and exit 0; anything else is bad usage, as in every program (common/program.ts),
+ * since the service takes its settings from the environment only.
+ */
+export function serviceCommand(argv: string[]): void {
+  runProgram('ratelimit', async () => {
+    const { values } = parseProgramArgs({
+      args: argv,
+      options: {
+        help: { type: 'boolean', short: 'h', default: false },
+        version: { type: 'boolean', default: false },
+      },
+      strict: true,
+      allowPositionals: false,
+    });
+    process.stdout.write(values.version && !values.help ? `ratelimit ${packageVersion()}\n` : serviceUsage());
+    return 0;
+  });
 }

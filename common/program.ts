@@ -82,6 +82,17 @@ export function checkListenFlag(value: string | undefined, flag: string): void {
   }
 }
 
+/** An error's message for the one line a program ends with: a port in use as a clean sentence. */
+export function failureMessage(err: Error & { code?: string; address?: string; port?: number }): string {
+  // A listener's bind failure, from node:net (code EADDRINUSE) or inside grpc-js's message.
+  const inUse = /EADDRINUSE: address already in use (\S+?)\]?$/.exec(err.message)?.[1];
+  if (err.code === 'EADDRINUSE' || inUse) {
+    const where = inUse ?? (err.address !== undefined ? `${err.address}:${err.port}` : 'the address');
+    return `cannot listen on ${where}: address already in use (another process listens there)`;
+  }
+  return err.message;
+}
+
 /**
  * Runs a program's main and exits: its code when it returns; on an error, `<name>: <message>` (plus
  * `see <name> --help` for bad usage) on stderr and exit 2 for a UsageError, 1 otherwise.
@@ -89,16 +100,9 @@ export function checkListenFlag(value: string | undefined, flag: string): void {
 export function runProgram(name: string, main: () => Promise<number>): void {
   main().then(
     (code) => process.exit(code),
-    (err: Error & { code?: string; address?: string; port?: number }) => {
-      let message = err.message;
-      // A listener's bind failure, from node:net (code EADDRINUSE) or inside grpc-js's message.
-      const inUse = /EADDRINUSE: address already in use (\S+?)\]?$/.exec(message)?.[1];
-      if (err.code === 'EADDRINUSE' || inUse) {
-        const where = inUse ?? (err.address !== undefined ? `${err.address}:${err.port}` : 'the address');
-        message = `cannot listen on ${where}: address already in use (another process listens there)`;
-      }
+    (err: Error) => {
       const usage = err instanceof UsageError;
-      process.stderr.write(`${name}: ${message}${usage ? ` (see ${name} --help)` : ''}\n`);
+      process.stderr.write(`${name}: ${failureMessage(err)}${usage ? ` (see ${name} --help)` : ''}\n`);
       process.exit(usage ? 2 : 1);
     },
   );

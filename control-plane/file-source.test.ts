@@ -113,7 +113,7 @@ t.test('directory source: add, modify, break (last good keeps serving), fix, per
   // The same broken content is not re-reported on a rescan.
   let reports = 0;
   src.on('rejected', () => reports++);
-  src.rescan();
+  await src.rescan();
   t.equal(reports, 0);
 
   loaded = until(src, 'loaded');
@@ -124,11 +124,11 @@ t.test('directory source: add, modify, break (last good keeps serving), fix, per
   // A node folder overrides the default for that node, and removing it falls back.
   mkdirSync(join(dir, 'nodes', 'canary'), { recursive: true });
   put(join(dir, 'nodes', 'canary'), 'c.yaml', plain('c', 1));
-  src.rescan();
+  await src.rescan();
   t.same(names(cache, 'canary'), ['nodes/canary/c.yaml']);
   t.same(names(cache, 'other'), ['a.yaml', 'team/b']);
   rmSync(join(dir, 'nodes', 'canary'), { recursive: true });
-  src.rescan();
+  await src.rescan();
   t.same(names(cache, 'canary'), ['a.yaml', 'team/b']);
 
   // Deleting a file removes its resource.
@@ -186,14 +186,14 @@ t.test('two files with the same domain are rejected unless merging is on', async
   put(dir, 'a.yaml', plain('same', 1));
   put(dir, 'b.yaml', plain('same', 2).replace('key: k', 'key: other'));
   const strict = new DirectoryConfigSource({ dir, cache: new InMemorySnapshotCache(), rescanIntervalMs: 0 });
-  t.same(strict.rescan(), ['*']);
+  t.same(await strict.rescan(), ['*']);
   const merging = new DirectoryConfigSource({
     dir,
     cache: new InMemorySnapshotCache(),
     rescanIntervalMs: 0,
     mergeDomainConfig: true,
   });
-  t.same(merging.rescan(), []);
+  t.same(await merging.rescan(), []);
 });
 
 t.test('the periodic rescan picks up changes fs.watch would miss', async (t) => {
@@ -337,7 +337,7 @@ t.test(
       const src = new DirectoryConfigSource({ dir, cache, rescanIntervalMs: 0 });
       const rejected: string[] = [];
       src.on('rejected', (e) => rejected.push(e.error));
-      t.same(src.rescan(), ['*'], `${what}: the folder source refuses it`);
+      t.same(await src.rescan(), ['*'], `${what}: the folder source refuses it`);
       t.ok(rejected[0]?.endsWith(message!), rejected[0]);
       t.equal(cache.getSnapshot('any'), undefined, 'nothing is served');
     }
@@ -379,7 +379,7 @@ t.test('a truncated file is read again, then rejected; the last good snapshot ke
   registerSourceMetrics(src, { registry });
   const gotRejected = until<{ error: string }>(src, 'rejected', 20_000);
   writeFileSync(join(dir, 'example.yaml'), '');
-  src.rescan();
+  await src.rescan();
   const [r] = await gotRejected;
   t.equal(rereads, 3, 'read three more times before it is rejected');
   t.match(r.error, 'example.yaml: domain: config file cannot have empty domain');
@@ -401,7 +401,7 @@ t.test(
     const served = until(src, 'loaded', 20_000);
     // An editor's save: truncate, (a read catches the empty file), then the new text.
     writeFileSync(join(dir, 'example.yaml'), '');
-    src.rescan();
+    await src.rescan();
     t.equal(names(cache, 'any').length, 1, 'while empty on disk, the last good snapshot serves');
     writeFileSync(join(dir, 'example.yaml'), plain('example', 7));
     await served;

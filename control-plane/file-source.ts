@@ -13,9 +13,14 @@
 // at most one read per debounceMs window (200 ms by default), so an edit storm cannot keep the
 // control plane re-validating and re-pushing. Content that fails is re-read a few times after a
 // short pause before it is declared rejected: an editor's truncate-then-write or a copy in progress
-// is caught mid-write now and then, and its next read is the finished file.
+// is caught mid-write now and then, and its next read is the finished file. Files are read by common/'s
+// bounded reader, as the service reads them: what is not a regular file (a FIFO, socket, device or
+// directory, directly or through a link) is logged and skipped; a file over the size bound or not read
+// in time fails its group. Scans are asynchronous and one at a time: nothing holds the event loop while
+// files are read.
 import { EventEmitter } from 'node:events';
-import { existsSync, readdirSync, readFileSync, statSync, watch, type FSWatcher } from 'node:fs';
+import { existsSync, watch, type FSWatcher } from 'node:fs';
+import { readdir, stat } from 'node:fs/promises';
 import { join, relative } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { RATELIMIT_CONFIG_TYPE_URL } from '../proto/index.js';
@@ -24,7 +29,9 @@ import {
   checkYamlDocument,
   checkYamlText,
   compileConfig,
+  DEFAULT_YAML_LIMITS,
   fieldsLostOverXds,
+  LIMIT_SETTING,
   manifestDocument,
   resolveDomainClaims,
   type DomainClaim,
@@ -33,7 +40,7 @@ import {
 } from '../ratelimit/config/index.js';
 import { DEFAULT_NODE, type SnapshotCache } from './cache.js';
 import { resourceFromDocument } from './resources.js';
-import { silentLogger, type Logger } from '../common/index.js';
+import { FileReadError, readBoundedText, silentLogger, type Logger } from '../common/index.js';
 
 /** API group of the RateLimitConfig custom resource; any apiVersion whose group ends with it is accepted. */
 export const RATELIMIT_CRD_GROUP = 'ratelimit.envoyproxy.io';
@@ -59,6 +66,8 @@ export interface DirectorySourceOptions {
   /** MERGE_DOMAIN_CONFIG semantics for validation. */
   readonly mergeDomainConfig?: boolean;
   readonly logger?: Logger;
+  /** Deadline of one file's read (default DEFAULT_FILE_READ_TIMEOUT_MS); past it the group fails. */
+  readonly readTimeoutMs?: number;
   /** The validator; defaults to the service's compileConfig (throws ConfigError). */
   readonly validate?: (sources: ParsedConfigSource[], opts: LoadOptions) => unknown;
 }
@@ -210,6 +219,10 @@ export class DirectoryConfigSource extends EventEmitter<DirectorySourceEvents> {
   private readonly rereads = new Map<string, number>();
   private rereadTimer: NodeJS.Timeout | undefined;
   private started = false;
+  private closed = false;
+  /** The scan in progress (or settled), and the one queued after it: scans never overlap. */
+  private tail: Promise<unknown> = Promise.resolve();
+  private queued: Promise<string[]> | undefined;
 
   constructor(private readonly opts: DirectorySourceOptions) {
     super();
@@ -219,26 +232,30 @@ export class DirectoryConfigSource extends EventEmitter<DirectorySourceEvents> {
   async start(): Promise<void> {
     if (this.started) return;
     this.started = true;
-    this.rescan();
+    this.closed = false;
+    await this.rescan();
     const every = this.opts.rescanIntervalMs ?? 5000;
     if (every > 0) {
-      this.interval = setInterval(() => this.rescan(), every);
+      this.interval = setInterval(() => void this.rescan(), every);
     }
   }
 
+  /** Stops watching; a scan in progress ends without touching the cache. */
   async close(): Promise<void> {
     this.started = false;
+    this.closed = true;
     if (this.debounce) clearTimeout(this.debounce);
     if (this.rereadTimer) clearTimeout(this.rereadTimer);
     if (this.interval) clearInterval(this.interval);
     for (const w of this.watchers.values()) w.close();
     this.watchers.clear();
+    await this.tail;
   }
 
   /** Watches the folder, nodes/ and each node folder (non-recursive inotify-style watches, kept in sync on each scan). */
-  private watchDirs(): void {
+  private watchDirs(groups: readonly Group[]): void {
     if (!this.started) return;
-    const wanted = new Set([this.opts.dir, join(this.opts.dir, 'nodes'), ...this.groups().map((g) => g.dir)]);
+    const wanted = new Set([this.opts.dir, join(this.opts.dir, 'nodes'), ...groups.map((g) => g.dir)]);
     for (const [d, w] of this.watchers) {
       if (!wanted.has(d)) {
         w.close();
@@ -281,7 +298,7 @@ export class DirectoryConfigSource extends EventEmitter<DirectorySourceEvents> {
         this.debounce = undefined;
         this.pendingSince = undefined;
         this.lastChangeRead = performance.now();
-        this.rescan();
+        void this.rescan();
       },
       Math.max(0, at - now),
     );
@@ -292,15 +309,19 @@ export class DirectoryConfigSource extends EventEmitter<DirectorySourceEvents> {
     if (!this.started || this.rereadTimer) return;
     this.rereadTimer = setTimeout(() => {
       this.rereadTimer = undefined;
-      if (this.started) this.rescan();
+      if (this.started) void this.rescan();
     }, this.opts.rereadDelayMs ?? DEFAULT_REREAD_DELAY_MS);
   }
 
-  private groups(): Group[] {
+  private async groups(): Promise<Group[]> {
     const groups: Group[] = [{ node: DEFAULT_NODE, dir: this.opts.dir }];
     const nodesDir = join(this.opts.dir, 'nodes');
-    if (existsSync(nodesDir) && statSync(nodesDir).isDirectory()) {
-      for (const e of readdirSync(nodesDir, { withFileTypes: true })) {
+    const isDir = await stat(nodesDir).then(
+      (s) => s.isDirectory(),
+      () => false,
+    );
+    if (isDir) {
+      for (const e of await readdir(nodesDir, { withFileTypes: true })) {
         if (e.isDirectory() && !e.name.startsWith('.'))
           groups.push({ node: e.name, dir: join(nodesDir, e.name) });
       }
@@ -309,28 +330,43 @@ export class DirectoryConfigSource extends EventEmitter<DirectorySourceEvents> {
   }
 
   /**
-   * Reads every group now; returns the groups not loaded: rejected, or (once started) waiting for a
+   * Reads every group, after the scan in progress if there is one (a request made while a scan is
+   * queued joins it); resolves to the groups not loaded: rejected, or (once started) waiting for a
    * re-read (for tests and --check's exit code).
    */
-  rescan(): string[] {
+  rescan(): Promise<string[]> {
+    if (!this.queued) {
+      const next = this.tail.then(() => {
+        this.queued = undefined;
+        return this.scan();
+      });
+      this.queued = next;
+      this.tail = next.catch(() => undefined);
+    }
+    return this.queued;
+  }
+
+  private async scan(): Promise<string[]> {
+    if (this.closed) return [];
     const rejected: string[] = [];
     let groups: Group[];
     try {
-      groups = this.groups();
+      groups = await this.groups();
     } catch (err) {
       this.log.error({ dir: this.opts.dir, err: (err as Error).message }, 'cannot read config directory');
       return [DEFAULT_NODE];
     }
     try {
-      this.watchDirs();
+      this.watchDirs(groups);
     } catch (err) {
       this.log.warn({ err: (err as Error).message }, 'cannot watch the config directory');
     }
     const seen = new Set<string>();
     for (const g of groups) {
       seen.add(g.node);
-      if (!this.loadGroup(g)) rejected.push(g.node);
+      if (!(await this.loadGroup(g))) rejected.push(g.node);
     }
+    if (this.closed) return rejected;
     for (const node of [...this.ownNodes]) {
       if (!seen.has(node)) {
         this.ownNodes.delete(node);
@@ -343,22 +379,62 @@ export class DirectoryConfigSource extends EventEmitter<DirectorySourceEvents> {
     return rejected;
   }
 
-  private loadGroup(g: Group): boolean {
-    let files: { path: string; text: string }[];
+  /**
+   * A group's files, each read by the bounded reader (size from fstat, then at most the bound, within
+   * the deadline), one after another. What is not a regular file is set aside to be skipped; any other
+   * refusal is a failure of the group.
+   */
+  private async readGroup(names: readonly string[], dir: string) {
+    const files: { path: string; text: string }[] = [];
+    const skipped: FileReadError[] = [];
+    const failed: FileReadError[] = [];
+    for (const name of names) {
+      const path = join(dir, name);
+      try {
+        const text = await readBoundedText(path, {
+          maxBytes: DEFAULT_YAML_LIMITS.maxBytes,
+          maxBytesSetting: LIMIT_SETTING.maxBytes,
+          timeoutMs: this.opts.readTimeoutMs,
+          displayName: this.display(path),
+        });
+        files.push({ path, text });
+      } catch (err) {
+        if (!(err instanceof FileReadError)) throw err;
+        (err.reason === 'not-regular' ? skipped : failed).push(err);
+      }
+    }
+    return { files, skipped, failed };
+  }
+
+  private display(p: string): string {
+    return relative(this.opts.dir, p) || p;
+  }
+
+  private async loadGroup(g: Group): Promise<boolean> {
+    let read: Awaited<ReturnType<DirectoryConfigSource['readGroup']>>;
     try {
-      files = readdirSync(g.dir, { withFileTypes: true })
-        .filter((e) => (e.isFile() || e.isSymbolicLink()) && isYaml(e.name))
-        .map((e) => e.name)
-        .sort()
-        .map((name) => ({ path: join(g.dir, name), text: readFileSync(join(g.dir, name), 'utf8') }));
+      const names = (await readdir(g.dir)).filter(isYaml).sort();
+      read = await this.readGroup(names, g.dir);
     } catch (err) {
+      if (this.closed) return false;
       return this.reject(g, `${g.dir}: ${(err as Error).message}`);
     }
-    const fingerprint = JSON.stringify(files.map((f) => [f.path, f.text]));
+    if (this.closed) return false;
+    const { files, skipped, failed } = read;
+    // What was read, and what was not (with why): an unchanged group is not validated or logged again.
+    const fingerprint = JSON.stringify([
+      ...files.map((f) => [f.path, f.text]),
+      ...[...skipped, ...failed].map((e) => [e.file, e.message]),
+    ]);
     if (this.tried.get(g.node) === fingerprint) return true;
+    for (const e of skipped) {
+      this.log.warn({ node: g.node, file: e.file }, `config file skipped: ${e.message}`);
+    }
 
-    const display = (p: string) => relative(this.opts.dir, p) || p;
+    const display = (p: string) => this.display(p);
     try {
+      const unread = failed[0];
+      if (unread) throw new Error(`${unread.file}: error loading config file: ${unread.detail}`);
       const sources = applyDomainRule(files.flatMap((f) => parseConfigFile(display(f.path), f.text)));
       const validate = this.opts.validate ?? compileConfig;
       // Validated under file-based names, so messages point at the file to fix.

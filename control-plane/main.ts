@@ -90,7 +90,7 @@ export async function main(argv: string[]): Promise<number> {
     source.on('rejected', (e) =>
       process.stderr.write(`ratelimit-control-plane: config rejected (node ${e.node}): ${e.error}\n`),
     );
-    return source.rescan().length === 0 ? 0 : 1;
+    return (await source.rescan()).length === 0 ? 0 : 1;
   }
 
   const server = new AdsServer({

@@ -25,14 +25,14 @@ const yamlIn = (d: string) =>
     .map((f) => join(d, f));
 
 /** The control plane's verdict on a folder holding exactly these files (as --check reads it). */
-function controlPlaneAccepts(files: Record<string, string>): { ok: boolean; error?: string } {
+async function controlPlaneAccepts(files: Record<string, string>): Promise<{ ok: boolean; error?: string }> {
   const dir = mkdtempSync(join(tmpdir(), 'rl-one-door-'));
   try {
     for (const [name, text] of Object.entries(files)) writeFileSync(join(dir, name), text);
     const source = new DirectoryConfigSource({ dir, cache: new InMemorySnapshotCache(), rereadAttempts: 0 });
     let error: string | undefined;
     source.on('rejected', (e) => (error = e.error));
-    return { ok: source.rescan().length === 0, error };
+    return { ok: (await source.rescan()).length === 0, error };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -98,7 +98,7 @@ t.test('every example: the control plane and validate give the same verdict', as
   let accepted = 0;
   for (const [name, files] of cases) {
     const v = await validateAccepts(files);
-    const cp = controlPlaneAccepts(files);
+    const cp = await controlPlaneAccepts(files);
     t.equal(cp.ok, v.ok, `${name}: validate ${v.ok ? 'accepts' : 'refuses'}`, {
       validate: v.out,
       cp: cp.error,

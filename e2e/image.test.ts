@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { REPO_ROOT } from '../harness/dist.js';
 import { freePorts, LOOPBACK, waitUntil } from '../harness/net.js';
+import { findObject, helmTemplate } from '../harness/system.js';
 
 const CHROOT = ['/usr/sbin/chroot', '/usr/bin/chroot'].find((p) => existsSync(p));
 const canRun = process.getuid?.() === 0 && CHROOT !== undefined;
@@ -125,6 +126,29 @@ t.test(
     const status = readFileSync(`/proc/${child.pid}/status`, 'utf8');
     t.match(status, /^Uid:\s+65532\s/m, 'the process runs as 65532');
     t.match(out, /Listening for gRPC on/, 'its log');
+
+    // The V8 settings the chart's pods run with (its rendered command and NODE_OPTIONS), read from the
+    // running process: /bin/ratelimit started as Envoy Gateway and Istio start it runs the same way.
+    const rendered = findObject(
+      await helmTemplate('rl', 'rl-system', ['--set', 'redis.url=redis:6379']),
+      'Deployment',
+      'rl-ratelimit',
+    ).spec.template.spec.containers[0];
+    const chartCommand: string[] = rendered.command;
+    t.equal(chartCommand[0], 'node');
+    t.equal(chartCommand.at(-1), 'bin/ratelimit.js');
+    const chartFlags = chartCommand.slice(1, -1);
+    t.ok(chartFlags.includes('--single-threaded-gc'), 'the chart passes --single-threaded-gc');
+    const argv = readFileSync(`/proc/${child.pid}/cmdline`, 'utf8').split('\0').slice(0, -1);
+    t.same(
+      argv,
+      ['/usr/local/bin/node', ...chartFlags, '/bin/ratelimit'],
+      "the image's node runs with the chart's V8 flags",
+    );
+    const processEnv = readFileSync(`/proc/${child.pid}/environ`, 'utf8').split('\0');
+    const chartNodeOptions = rendered.env.find((e: { name: string }) => e.name === 'NODE_OPTIONS')?.value;
+    t.match(chartNodeOptions, /--max-semi-space-size=/, 'the chart sets NODE_OPTIONS');
+    t.ok(processEnv.includes(`NODE_OPTIONS=${chartNodeOptions}`), "the image's NODE_OPTIONS is the chart's");
 
     // The other programs answer --help from the image too.
     for (const name of [

@@ -126,6 +126,9 @@ export class RateLimitApp {
       responseHeaders: s.responseHeadersEnabled
         ? { limit: s.headerLimit, remaining: s.headerRemaining, reset: s.headerReset }
         : null,
+      requestHeaders: s.requestHeadersEnabled
+        ? { limit: s.requestHeaderLimit, remaining: s.requestHeaderRemaining, reset: s.requestHeaderReset }
+        : null,
       responseDynamicMetadata: s.responseDynamicMetadata,
       namedLimits: namedLimitsOptions(s.namedLimits, this.logger),
     });

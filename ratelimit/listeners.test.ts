@@ -80,7 +80,7 @@ descriptors:
     const r = await svc.call({ domain: 'm', hitsAddend: 2, descriptors: [descriptor(['k', 'v'])] });
     const md = fromStruct(r.dynamicMetadata as never);
     t.equal(md.domain, 'm');
-    t.same(md.descriptors, [{ entries: [{ key: 'k', value: 'v' }] }]);
+    t.same(md.descriptors, [{ entries: ['k=v'] }]);
     t.equal(md.hitsAddend, 2);
     t.same(md.metadata, { team: 'payments', tier: 2 });
   },

@@ -1,19 +1,18 @@
-// The `ratelimit` binary: settings from the environment, then the app, until SIGTERM/SIGINT.
+// The `ratelimit` binary: settings from the environment, then the app, until SIGTERM/SIGINT. It ends as
+// every program does (common/program.ts): an invalid setting is bad usage (exit 2), a failure to start
+// exits 1 with one `ratelimit: <message>` line, after the same message as a fatal log line.
 import { RateLimitApp, SHUTDOWN_EXIT_SLACK_MS } from './app.js';
-import { createLogger, parseLogLevel } from '../common/index.js';
+import { createLogger, failureMessage, parseLogLevel, runProgram, UsageError } from '../common/index.js';
 import { loadSettings, SettingsError } from './settings/index.js';
 import { createXdsSource } from './sources/index.js';
 import { loadTracing } from './tracing/index.js';
 
-async function main(): Promise<void> {
+async function main(): Promise<number> {
   let settings;
   try {
     settings = loadSettings(process.env);
   } catch (err) {
-    if (err instanceof SettingsError) {
-      process.stderr.write(`invalid setting ${err.message}\n`);
-      process.exit(2);
-    }
+    if (err instanceof SettingsError) throw new UsageError(`invalid setting ${err.message}`);
     throw err;
   }
   if (!parseLogLevel(settings.logLevel)) {
@@ -21,12 +20,14 @@ async function main(): Promise<void> {
     createLogger({ format: settings.logFormat }).fatal(
       `Could not parse log level. not a valid logrus Level: ${JSON.stringify(settings.logLevel)}`,
     );
-    process.exit(1);
+    return 1;
   }
   const logger = createLogger({ level: settings.logLevel, format: settings.logFormat });
   const tracing = await loadTracing(settings.tracing, { logger });
   const app = new RateLimitApp({ settings, logger, xdsSourceFactory: createXdsSource, tracing });
   let stopping = false;
+  let stopped!: (code: number) => void;
+  const exitCode = new Promise<number>((resolve) => (stopped = resolve));
   const stop = (signal: string) => {
     if (stopping) return;
     stopping = true;
@@ -38,10 +39,10 @@ async function main(): Promise<void> {
       process.exit(1);
     }, exitByMs).unref();
     app.close(settings.shutdownDrainMs).then(
-      () => process.exit(0),
+      () => stopped(0),
       (err) => {
         logger.error({ err }, 'error during shutdown');
-        process.exit(1);
+        stopped(1);
       },
     );
   };
@@ -50,9 +51,10 @@ async function main(): Promise<void> {
   try {
     await app.start();
   } catch (err) {
-    logger.fatal(`startup failed: ${(err as Error).message}`);
-    process.exit(1);
+    logger.fatal(`startup failed: ${failureMessage(err as Error)}`);
+    throw err;
   }
+  return exitCode;
 }
 
-void main();
+runProgram('ratelimit', main);

@@ -10,6 +10,10 @@
 //                             production dependencies (`npm ls --omit=dev`)
 //   /bin/<program>            ratelimit, ratelimit-config, ratelimit-client, ratelimit-control-plane,
 //                             ratelimit-operator: executables (`#!/usr/local/bin/node`) that start /app/bin/<program>.js
+// The service runs with the Helm chart's default V8 settings (docs/decisions/004-gc-settings.md), read from
+// charts/ratelimit/values.yaml so the two cannot differ: `ratelimit.nodeOptions` as the image's
+// NODE_OPTIONS, `ratelimit.nodeFlags` (the flags Node refuses in NODE_OPTIONS) on /bin/ratelimit's `#!`
+// line, so `/bin/ratelimit` as Envoy Gateway and Istio start it runs as the chart's pods do.
 //   /etc/passwd, /etc/group   the user nonroot (65532), which the image runs as
 // Entry point /bin/ratelimit, working directory /app, so `node bin/ratelimit.js` (the Helm chart's
 // command) runs too. Files are owned by root and not writable by the user; /tmp is the one writable place.
@@ -35,6 +39,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { parseArgs } from 'node:util';
 import { gzipSync } from 'node:zlib';
+import { parse as parseYaml } from 'yaml';
 import { buildIfStale } from './build-if-stale.mjs';
 
 const ROOT = join(dirname(new URL(import.meta.url).pathname), '..');
@@ -42,6 +47,25 @@ const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'));
 const NODE_VERSION = process.env.RATELIMIT_NODE_VERSION || '24.21.0';
 export const PROGRAMS = Object.keys(pkg.bin);
 export const IMAGE_USER = 65532;
+
+/**
+ * The service's V8 settings, the chart's defaults: NODE_OPTIONS, and the flags for its `#!` line. The
+ * kernel passes everything after the interpreter in a `#!` line as one argument, so one flag fits there.
+ */
+export function serviceNodeSettings() {
+  const values = parseYaml(readFileSync(join(ROOT, 'charts', 'ratelimit', 'values.yaml'), 'utf8'));
+  const nodeOptions = values?.ratelimit?.nodeOptions ?? '';
+  const nodeFlags = values?.ratelimit?.nodeFlags ?? [];
+  if (typeof nodeOptions !== 'string' || !Array.isArray(nodeFlags))
+    throw new Error(
+      'charts/ratelimit/values.yaml: ratelimit.nodeOptions must be a string, ratelimit.nodeFlags a list',
+    );
+  if (nodeFlags.length > 1 || nodeFlags.some((f) => typeof f !== 'string' || /\s/.test(f)))
+    throw new Error(
+      `charts/ratelimit/values.yaml: ratelimit.nodeFlags ${JSON.stringify(nodeFlags)}: the image's #! line holds one flag without spaces`,
+    );
+  return { nodeOptions, nodeFlags };
+}
 
 const { values } = parseArgs({
   options: { out: { type: 'string' }, tag: { type: 'string' } },
@@ -53,6 +77,7 @@ const out = values.out ?? join(ROOT, 'dist', 'image', `envoy-ratelimit-ts-${pkg.
 const log = (m) => process.stderr.write(`build-image: ${m}\n`);
 const sh = (cmd, args, opts = {}) => execFileSync(cmd, args, { encoding: 'utf8', ...opts });
 
+const service = serviceNodeSettings();
 buildIfStale();
 const stage = mkdtempSync(join(tmpdir(), 'rl-image-'));
 try {
@@ -105,9 +130,10 @@ try {
   // Each program: an executable the kernel starts with Node (no shell); CommonJS (no package.json
   // above /bin), so it loads the ES module program with import().
   for (const name of PROGRAMS) {
+    const flags = name === 'ratelimit' ? service.nodeFlags.map((f) => ` ${f}`).join('') : '';
     writeFileSync(
       at(`bin/${name}`),
-      `#!/usr/local/bin/node\nimport(${JSON.stringify(`/app/bin/${name}.js`)});\n`,
+      `#!/usr/local/bin/node${flags}\nimport(${JSON.stringify(`/app/bin/${name}.js`)});\n`,
     );
     chmodSync(at(`bin/${name}`), 0o755);
   }
@@ -151,8 +177,7 @@ try {
           Env: [
             'PATH=/usr/local/bin:/bin',
             'NODE_ENV=production',
-            // A young generation sized for one core (docs/decisions/004-gc-settings.md).
-            'NODE_OPTIONS=--max-semi-space-size=4',
+            ...(service.nodeOptions ? [`NODE_OPTIONS=${service.nodeOptions}`] : []),
           ],
           ExposedPorts: { '8080/tcp': {}, '8081/tcp': {}, '6070/tcp': {}, '18000/tcp': {} },
           Labels: { 'org.opencontainers.image.version': pkg.version },

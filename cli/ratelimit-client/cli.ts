@@ -1,3 +1,5 @@
+// The ratelimit-client executable (bin/ratelimit-client.js runs the compiled file).
+import { runProgram } from '../../common/index.js';
 import { main } from './main.js';
 
-main(process.argv.slice(2)).then((code) => process.exit(code));
+runProgram('ratelimit-client', () => main(process.argv.slice(2)));

@@ -1,6 +1,7 @@
 // `ratelimit-client`: the reference's command-line test client.
 //   ratelimit-client -dial_string localhost:8081 -domain mydomain -descriptors key=value,key2=value2 [-descriptors ...]
 import * as grpc from '@grpc/grpc-js';
+import { packageVersion, parseProgramArgs, UsageError } from '../../common/index.js';
 import { rateLimitServiceDefinition } from '../../proto/index.js';
 import type { WireRateLimitRequest, WireRateLimitResponse } from '../../proto/index.js';
 
@@ -11,53 +12,52 @@ export interface ClientArgs {
   hitsAddend?: number;
 }
 
-export function parseArgs(argv: string[]): ClientArgs {
-  const out: ClientArgs = { dialString: 'localhost:8081', domain: '', descriptors: [] };
-  for (let i = 0; i < argv.length; i++) {
-    const raw = argv[i];
-    const [flag, inline] =
-      raw.includes('=') && raw.startsWith('-')
-        ? [raw.slice(0, raw.indexOf('=')), raw.slice(raw.indexOf('=') + 1)]
-        : [raw, undefined];
-    const value = () => {
-      if (inline !== undefined) return inline;
-      const v = argv[++i];
-      if (v === undefined) throw new Error(`flag ${flag} needs a value`);
-      return v;
-    };
-    switch (flag.replace(/^--?/, '')) {
-      case 'dial_string':
-        out.dialString = value();
-        break;
-      case 'domain':
-        out.domain = value();
-        break;
-      case 'hits_addend':
-        out.hitsAddend = Number(value());
-        break;
-      case 'descriptors': {
-        const pairs = value()
-          .split(',')
-          .filter((p) => p !== '')
-          .map((p) => {
-            const eq = p.indexOf('=');
-            if (eq <= 0) throw new Error(`invalid descriptor entry '${p}' (expected name=value)`);
-            return { key: p.slice(0, eq), value: p.slice(eq + 1) };
-          });
-        out.descriptors.push(pairs);
-        break;
-      }
-      case 'h':
-      case 'help':
-        throw new HelpRequested();
-      default:
-        throw new Error(`unknown flag ${flag}`);
-    }
+/** Go's flag syntax (`-flag`, `-flag=value`, `--flag`) as node:util's parseArgs reads it (`--flag`). */
+function goFlags(argv: readonly string[]): string[] {
+  return argv.map((a) => (/^-[A-Za-z][A-Za-z_]/.test(a) ? `-${a}` : a));
+}
+
+/** The client's flags; a mistake is a UsageError (exit 2) that names the nearest flag. */
+export function parseArgs(argv: readonly string[]): ClientArgs {
+  const { values } = parseProgramArgs({
+    args: goFlags(argv),
+    options: {
+      dial_string: { type: 'string', default: 'localhost:8081' },
+      domain: { type: 'string', default: '' },
+      descriptors: { type: 'string', multiple: true, default: [] },
+      hits_addend: { type: 'string' },
+      help: { type: 'boolean', short: 'h', default: false },
+      version: { type: 'boolean', default: false },
+    },
+    strict: true,
+    allowPositionals: false,
+  });
+  if (values.help) throw new Answer(USAGE);
+  if (values.version) throw new Answer(`ratelimit-client ${packageVersion()}\n`);
+  const out: ClientArgs = { dialString: values.dial_string, domain: values.domain, descriptors: [] };
+  if (values.hits_addend !== undefined) {
+    const n = Number(values.hits_addend);
+    if (!Number.isInteger(n) || n < 0)
+      throw new UsageError(`-hits_addend: not a non-negative integer: ${values.hits_addend}`);
+    out.hitsAddend = n;
+  }
+  for (const d of values.descriptors) {
+    out.descriptors.push(
+      d
+        .split(',')
+        .filter((p) => p !== '')
+        .map((p) => {
+          const eq = p.indexOf('=');
+          if (eq <= 0) throw new UsageError(`invalid descriptor entry '${p}' (expected name=value)`);
+          return { key: p.slice(0, eq), value: p.slice(eq + 1) };
+        }),
+    );
   }
   return out;
 }
 
-class HelpRequested extends Error {}
+/** --help or --version: the text to print, exit 0. */
+class Answer extends Error {}
 
 export const USAGE = `Usage: ratelimit-client [flags]
   -dial_string string   address of the rate limit server (default "localhost:8081")
@@ -65,6 +65,9 @@ export const USAGE = `Usage: ratelimit-client [flags]
   -descriptors name=value,name=value
                         one descriptor; repeat the flag for several descriptors
   -hits_addend int      hits to add (default 1)
+  -h, --help            this text
+  --version             the version
+Flags take one or two dashes. Exit status: 0 with the response, 1 when the call fails, 2 for bad usage.
 `;
 
 export async function callOnce(args: ClientArgs): Promise<WireRateLimitResponse> {
@@ -92,29 +95,27 @@ export async function callOnce(args: ClientArgs): Promise<WireRateLimitResponse>
   }
 }
 
-export async function main(argv: string[]): Promise<number> {
+/** Runs one call; resolves with the exit status, rejects with a UsageError or the call's failure. */
+export async function main(argv: readonly string[]): Promise<number> {
   let args: ClientArgs;
   try {
     args = parseArgs(argv);
   } catch (err) {
-    if (err instanceof HelpRequested) {
-      process.stdout.write(USAGE);
-      return 0;
-    }
-    process.stderr.write(`${(err as Error).message}\n${USAGE}`);
-    return 2;
+    if (!(err instanceof Answer)) throw err;
+    process.stdout.write(err.message);
+    return 0;
   }
   process.stdout.write(`domain: ${args.domain}\n`);
   process.stdout.write('descriptors: ');
   for (const d of args.descriptors)
     process.stdout.write(`[${d.map((e) => `${e.key}=${e.value}`).join(', ')}] `);
   process.stdout.write('\n');
+  let response: WireRateLimitResponse;
   try {
-    const response = await callOnce(args);
-    process.stdout.write(`response: ${JSON.stringify(response, null, 2)}\n`);
-    return 0;
+    response = await callOnce(args);
   } catch (err) {
-    process.stderr.write(`request error: ${(err as Error).message}\n`);
-    return 1;
+    throw new Error(`request error: ${(err as Error).message}`, { cause: err });
   }
+  process.stdout.write(`response: ${JSON.stringify(response, null, 2)}\n`);
+  return 0;
 }

@@ -17,5 +17,5 @@ export {
   type RejectedClaim,
 } from './domain-claims.js';
 export { MAX_DESCRIPTOR_DEPTH, DESCRIPTOR_DEPTH_MESSAGE, descriptorTooDeep } from './depth.js';
-export { DEFAULT_YAML_LIMITS, type YamlLimits } from './yaml/limits.js';
+export { DEFAULT_YAML_LIMITS, LIMIT_SETTING, type YamlLimits } from './yaml/limits.js';
 export { rateLimitConfigToDocument, documentToRateLimitConfig, fieldsLostOverXds } from './xds-document.js';

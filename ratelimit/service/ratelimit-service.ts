@@ -32,10 +32,19 @@ export interface RateLimitServiceOptions {
   stats: StatsStore;
   globalShadowMode?: boolean;
   globalQuotaMode?: boolean;
-  responseHeaders?: { limit: string; remaining: string; reset: string } | null;
+  responseHeaders?: HeaderNames | null;
+  /** LIMIT_REQUEST_HEADERS_*: the same headers for the upstream service, in request_headers_to_add. */
+  requestHeaders?: HeaderNames | null;
   responseDynamicMetadata?: boolean;
   /** NAMED_LIMITS_*: which named limit decided, in headers, metadata and a sampled log. */
   namedLimits?: NamedLimitsOptions;
+}
+
+/** The names of the limit, remaining and reset headers. */
+export interface HeaderNames {
+  limit: string;
+  remaining: string;
+  reset: string;
 }
 
 export interface NamedLimitsOptions {
@@ -54,6 +63,8 @@ interface ParsedRequest {
   hits: number[];
   /** Set by the matching step: true for each descriptor an unlimited rule answered. */
   unlimited?: boolean[];
+  /** The request as received (the dynamic metadata echoes its fields). */
+  wire: WireRateLimitRequest;
 }
 
 export class RateLimitService {
@@ -162,9 +173,11 @@ export class RateLimitService {
     let minimum: WireDescriptorStatus | undefined;
     let minRemaining = MAX_UINT32;
     const headers = this.opts.responseHeaders;
+    const requestHeaders = this.opts.requestHeaders;
+    const track = headers || requestHeaders;
     for (let i = 0; i < n; i++) {
       const s = statuses[i];
-      if (headers && s.currentLimit && s.limitRemaining < minRemaining) {
+      if (track && s.currentLimit && s.limitRemaining < minRemaining) {
         minimum = s;
         minRemaining = s.limitRemaining;
       }
@@ -194,6 +207,11 @@ export class RateLimitService {
     const response: WireRateLimitResponse = { overallCode: overLimit ? 'OVER_LIMIT' : 'OK', statuses };
     if (headers && minimum && minimum.currentLimit) {
       response.responseHeadersToAdd = this.limitHeaders(headers, minimum);
+    }
+    // The descriptor closest to its limit, as for the response headers (Envoy adds these to the request
+    // it forwards, so they matter only when the answer is OK).
+    if (requestHeaders && minimum && minimum.currentLimit) {
+      response.requestHeadersToAdd = this.limitHeaders(requestHeaders, minimum);
     }
     const named = this.opts.namedLimits;
     let namedMeta: Record<string, unknown> | undefined;
@@ -260,10 +278,7 @@ export class RateLimitService {
     };
   }
 
-  private limitHeaders(
-    names: { limit: string; remaining: string; reset: string },
-    s: WireDescriptorStatus,
-  ): WireHeader[] {
+  private limitHeaders(names: HeaderNames, s: WireDescriptorStatus): WireHeader[] {
     return [
       { key: names.limit, value: String(s.currentLimit!.requestsPerUnit) },
       { key: names.remaining, value: String(s.limitRemaining) },
@@ -271,6 +286,12 @@ export class RateLimitService {
     ];
   }
 
+  /**
+   * RESPONSE_DYNAMIC_METADATA, in the reference's shape: the domain, each descriptor's entries as
+   * `key=value` strings with its `limit` override and `hitsAddend` when the request carries them, the
+   * request's `hitsAddend` when not zero, and the `metadata` of the rules whose descriptors passed,
+   * merged deeply with the first value of a key winning. Ours add `failureMode` and the named limits.
+   */
   private dynamicMetadata(
     req: ParsedRequest,
     matches: readonly (LimitMatch | undefined)[],
@@ -278,22 +299,60 @@ export class RateLimitService {
     decidedBy: readonly (FailureMode | undefined)[],
     namedMeta: Record<string, unknown> | undefined,
   ): unknown {
-    const merged: Record<string, unknown> = {};
+    let merged: Record<string, unknown> | undefined;
     for (let i = 0; i < matches.length; i++) {
       const md = matches[i]?.rule.metadata;
-      if (md && statuses[i].code !== 'OVER_LIMIT') Object.assign(merged, md);
+      if (md && statuses[i].code !== 'OVER_LIMIT') mergeFirstWins((merged ??= {}), md);
     }
     const out: Record<string, unknown> = {
       domain: req.domain,
-      descriptors: req.descriptors.map((d) => ({
-        entries: d.entries.map((e) => ({ key: e.key, value: e.value })),
-      })),
+      descriptors: req.descriptors.map((d, i) => descriptorMetadata(d, req.wire.descriptors![i]!)),
     };
-    if (req.hits.length > 0 && req.hits[0] !== 1) out.hitsAddend = req.hits[0];
-    if (Object.keys(merged).length > 0) out.metadata = merged;
+    if (req.wire.hitsAddend) out.hitsAddend = req.wire.hitsAddend;
+    if (merged !== undefined && Object.keys(merged).length > 0) out.metadata = merged;
     if (decidedBy.length > 0) out.failureMode = failureModesOf(decidedBy);
     if (namedMeta !== undefined) Object.assign(out, namedMeta);
     return toStruct(out);
+  }
+}
+
+/** One request descriptor in the dynamic metadata. */
+function descriptorMetadata(d: RequestDescriptor, wire: WireDescriptor): Record<string, unknown> {
+  const out: Record<string, unknown> = { entries: d.entries.map((e) => `${e.key}=${e.value ?? ''}`) };
+  if (d.limit) {
+    // The override as Go's protobuf text format prints it on one line; fields at their default are left out.
+    const parts: string[] = [];
+    if (d.limit.requestsPerUnit !== 0) parts.push(`requests_per_unit:${d.limit.requestsPerUnit}`);
+    parts.push(`unit:${d.limit.unit}`);
+    out.limit = parts.join(' ');
+  }
+  const h = wire.hitsAddend?.value;
+  if (h !== undefined && h !== null) out.hitsAddend = Number(h);
+  return out;
+}
+
+const isPlainObject = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/**
+ * Merges `src` into `dest`: a key already in `dest` keeps its value, except that two objects under one
+ * key are merged in turn. Objects taken from `src` are copied before they are merged into, so the
+ * rules' own metadata never changes.
+ */
+function mergeFirstWins(dest: Record<string, unknown>, src: Readonly<Record<string, unknown>>): void {
+  for (const k of Object.keys(src)) {
+    const v = src[k];
+    if (!Object.hasOwn(dest, k)) {
+      Object.defineProperty(dest, k, { value: v, enumerable: true, writable: true, configurable: true });
+      continue;
+    }
+    const d = dest[k];
+    if (isPlainObject(d) && isPlainObject(v)) {
+      const copy: Record<string, unknown> = {};
+      mergeFirstWins(copy, d);
+      mergeFirstWins(copy, v);
+      dest[k] = copy;
+    }
   }
 }
 
@@ -353,5 +412,5 @@ export function parseRequest(request: WireRateLimitRequest): ParsedRequest {
         `descriptors[${i}].hits_addend: ${h} is out of range (at most ${MAX_HITS_ADDEND})`,
       );
   }
-  return { domain, descriptors, hits, unlimited: undefined };
+  return { domain, descriptors, hits, unlimited: undefined, wire: request };
 }

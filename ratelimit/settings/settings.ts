@@ -178,6 +178,11 @@ export interface Settings {
   headerLimit: string;
   headerRemaining: string;
   headerReset: string;
+  /** LIMIT_REQUEST_HEADERS_ENABLED: the same three headers in request_headers_to_add (for the upstream service). */
+  requestHeadersEnabled: boolean;
+  requestHeaderLimit: string;
+  requestHeaderRemaining: string;
+  requestHeaderReset: string;
 
   // counters
   redis: RedisGroupSettings;
@@ -461,6 +466,10 @@ export function loadSettings(env: Env = process.env): Settings {
     headerLimit: r.string('LIMIT_LIMIT_HEADER', 'RateLimit-Limit'),
     headerRemaining: r.string('LIMIT_REMAINING_HEADER', 'RateLimit-Remaining'),
     headerReset: r.string('LIMIT_RESET_HEADER', 'RateLimit-Reset'),
+    requestHeadersEnabled: r.bool('LIMIT_REQUEST_HEADERS_ENABLED', false),
+    requestHeaderLimit: r.string('LIMIT_REQUEST_LIMIT_HEADER', 'RateLimit-Limit'),
+    requestHeaderRemaining: r.string('LIMIT_REQUEST_REMAINING_HEADER', 'RateLimit-Remaining'),
+    requestHeaderReset: r.string('LIMIT_REQUEST_RESET_HEADER', 'RateLimit-Reset'),
 
     redis: redisGroupSettings(r),
     failureMode: {

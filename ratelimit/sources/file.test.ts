@@ -1,9 +1,21 @@
 // Hot reload from files: direct edits (RUNTIME_WATCH_ROOT=false), symlink swaps of the root
-// (the default), a bad file keeping the last good config, and MERGE_DOMAIN_CONFIG.
+// (the default), a bad file keeping the last good config, MERGE_DOMAIN_CONFIG, and files that are not
+// regular files or are too large.
 import t from 'tap';
-import { mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  closeSync,
+  constants,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  renameSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { mkfifo, sparseFile, watchProcess } from '../../harness/files.js';
 import { descriptor, eventually, startTestApp } from '../test-support.js';
 import { FileConfigProvider, type FileProviderOptions } from './file.js';
 import type { ConfigParsePool } from './parse-pool.js';
@@ -199,4 +211,90 @@ t.test('a reload runs on the spare worker: no worker is started for it', async (
   writeFileSync(join(dir, 'a.yaml'), limitYaml(2));
   await eventually(() => limits.at(-1) === 2, 10_000, 'the reload');
   t.equal(startedAtUpdate.at(-1), 2, 'the reload was parsed on the spare');
+});
+
+t.test(
+  'a FIFO named *.yaml, and a symlink to one, are logged and skipped; a later edit still applies',
+  async (t) => {
+    const svc = await startTestApp({ files: { 'a.yaml': limitYaml(5) } });
+    const fifo = join(svc.configDir, 'b.yaml');
+    const outside = join(svc.root, 'pipe');
+    t.teardown(async () => {
+      // Any reader still blocked on a FIFO (the bug) is released, so the service can close.
+      for (const p of [fifo, outside]) {
+        try {
+          closeSync(openSync(p, constants.O_WRONLY | constants.O_NONBLOCK));
+        } catch {
+          // no reader waiting
+        }
+      }
+      await svc.close();
+    });
+    const warned: string[] = [];
+    const warn = svc.app.logger.warn.bind(svc.app.logger);
+    svc.app.logger.warn = ((msg: string) => {
+      warned.push(String(msg));
+      return warn(msg);
+    }) as typeof svc.app.logger.warn;
+    mkfifo(fifo);
+    mkfifo(outside);
+    symlinkSync(outside, join(svc.configDir, 'c.yaml'));
+    svc.writeConfig('a.yaml', limitYaml(7));
+    await eventually(
+      async () => {
+        const r = await svc.call({ domain: 'reload', descriptors: [descriptor(['k', '1'])] });
+        return r.statuses[0].currentLimit?.requestsPerUnit === 7;
+      },
+      20_000,
+      'the edit after the FIFOs appeared',
+    );
+    t.ok(
+      warned.includes(`config file skipped: ${fifo}: not a regular file (a FIFO); not read`),
+      warned.join('\n'),
+    );
+    t.ok(
+      warned.includes(
+        `config file skipped: ${join(svc.configDir, 'c.yaml')}: not a regular file (a FIFO); not read`,
+      ),
+      'the symlink is named',
+    );
+    t.equal(svc.app.stats.snapshot()['ratelimit.service.config_load_error'] ?? 0, 0, 'no load failed');
+    svc.writeConfig('a.yaml', limitYaml(9));
+    await eventually(
+      async () => {
+        const r = await svc.call({ domain: 'reload', descriptors: [descriptor(['k', '1'])] });
+        return r.statuses[0].currentLimit?.requestsPerUnit === 9;
+      },
+      20_000,
+      'the next edit',
+    );
+    t.pass('every later edit applies');
+  },
+);
+
+t.test('a 50 MB file is refused from its size without being read; the last good config serves', async (t) => {
+  const svc = await startTestApp({ files: { 'a.yaml': limitYaml(5) } });
+  t.teardown(() => svc.close());
+  const errors: string[] = [];
+  const error = svc.app.logger.error.bind(svc.app.logger);
+  svc.app.logger.error = ((msg: string) => {
+    errors.push(String(msg));
+    return error(msg);
+  }) as typeof svc.app.logger.error;
+  const watch = await watchProcess(async () => {
+    sparseFile(join(svc.configDir, 'big.yaml'), 50 * 1000 * 1000);
+    await eventually(
+      () => svc.app.stats.snapshot()['ratelimit.service.config_load_error'] === 1,
+      20_000,
+      'config_load_error',
+    );
+  });
+  t.match(
+    errors.join('\n'),
+    /big\.yaml: error loading config file: the file's size \(50000000 bytes\) exceeds the limit of 8388608 \(CONFIG_YAML_MAX_BYTES\)/,
+  );
+  t.ok(watch.rssGrowth < 64 * 1024 * 1024, `RSS grew ${(watch.rssGrowth / 2 ** 20).toFixed(1)} MiB`);
+  t.ok(watch.maxLoopDelayMs < 200, `the loop was held ${watch.maxLoopDelayMs.toFixed(0)} ms at most`);
+  const r = await svc.call({ domain: 'reload', descriptors: [descriptor(['k', '1'])] });
+  t.equal(r.statuses[0].currentLimit!.requestsPerUnit, 5, 'the last good config serves');
 });

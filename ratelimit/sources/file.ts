@@ -1,9 +1,11 @@
 // Config from YAML files: RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY/*.yaml.
 // RUNTIME_WATCH_ROOT=true (the default) reloads when the root is swapped (a symlink pointed
 // elsewhere, the way the reference's runtime loader is fed); false reloads on direct file changes.
-// fs.watch triggers a check at once; a light poll (stat only) catches what watchers miss.
+// fs.watch triggers a check at once; a light poll (stat only) catches what watchers miss. Files are read
+// by common/'s bounded reader: a FIFO, socket, device or directory named *.yaml is logged and skipped,
+// a file over CONFIG_YAML_MAX_BYTES or not read in time fails the load (the last good config serves).
 import { watch, type FSWatcher } from 'node:fs';
-import { readdir, readFile, realpath, stat } from 'node:fs/promises';
+import { readdir, realpath, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import {
   buildConfigInSlices,
@@ -11,9 +13,10 @@ import {
   type CheckedDocument,
   type ConfigSource,
   DEFAULT_YAML_LIMITS,
+  LIMIT_SETTING,
   type YamlLimits,
 } from '../config/index.js';
-import type { Logger } from '../../common/index.js';
+import { FileReadError, readBoundedText, type Logger } from '../../common/index.js';
 import { ConfigParsePool } from './parse-pool.js';
 import type { ConfigUpdate } from './source.js';
 
@@ -34,8 +37,13 @@ export interface FileProviderOptions {
    * reload then does not wait for a worker to start.
    */
   spareWorker?: boolean;
-  /** Says at debug level when a load starts (what a stuck reload was doing). */
-  logger?: Pick<Logger, 'debug'>;
+  /**
+   * Says at debug level when a load starts (what a stuck reload was doing), and at warning level which
+   * files were skipped (not regular files).
+   */
+  logger?: Pick<Logger, 'debug' | 'warn'>;
+  /** Deadline of one file's read (default DEFAULT_FILE_READ_TIMEOUT_MS). */
+  readTimeoutMs?: number;
 }
 
 /**
@@ -166,25 +174,38 @@ export class FileConfigProvider {
     return parts.join('|');
   }
 
+  /**
+   * One file's text, read within CONFIG_YAML_MAX_BYTES (refused from fstat, before it is read) and the
+   * read deadline. Undefined for what is not a regular file (a FIFO, socket, device or directory, named
+   * directly or through a link): it is logged and skipped, the other files load. Any other failure
+   * fails the load.
+   */
+  private async readFile(f: string, maxBytes: number): Promise<ConfigSource | undefined> {
+    try {
+      const yaml = await readBoundedText(f, {
+        maxBytes,
+        maxBytesSetting: LIMIT_SETTING.maxBytes,
+        timeoutMs: this.opts.readTimeoutMs,
+      });
+      return { name: f, yaml };
+    } catch (err) {
+      if (!(err instanceof FileReadError)) throw err;
+      if (err.reason === 'not-regular') {
+        this.opts.logger?.warn(`config file skipped: ${err.message}`);
+        return undefined;
+      }
+      throw new ConfigError(f, '', `error loading config file: ${err.detail}`);
+    }
+  }
+
   private async load(): Promise<void> {
     try {
       const files = await this.listFiles();
       this.opts.logger?.debug(`loading config from ${files.length} files`);
       const maxBytes = (this.opts.yamlLimits ?? DEFAULT_YAML_LIMITS).maxBytes;
-      const sources: ConfigSource[] = await Promise.all(
-        files.map(async (f) => {
-          // Refused before it is read: a huge file would otherwise be held in memory first.
-          const { size } = await stat(f);
-          if (size > maxBytes) {
-            throw new ConfigError(
-              f,
-              '',
-              `error loading config file: the file's size (${size} bytes) exceeds the limit of ${maxBytes} (CONFIG_YAML_MAX_BYTES)`,
-            );
-          }
-          return { name: f, yaml: await readFile(f, 'utf8') };
-        }),
-      );
+      const read = await Promise.all(files.map((f) => this.readFile(f, maxBytes)));
+      const sources = read.filter((src): src is ConfigSource => src !== undefined);
+      const names = sources.map((src) => src.name);
       // Parsing and validation (the expensive part of a large reload) run on a worker thread; the
       // index of the validated documents is built here in time slices, so decisions keep flowing.
       const changed = sources.filter((src) => this.checked.get(src.name)?.yaml !== src.yaml);
@@ -195,13 +216,13 @@ export class FileConfigProvider {
       const parsed = changed.length > 0 ? await this.parser.parse(changed) : [];
       const compileStart = performance.now();
       changed.forEach((src, i) => this.checked.set(src.name, { yaml: src.yaml, document: parsed[i]! }));
-      for (const name of this.checked.keys()) if (!files.includes(name)) this.checked.delete(name);
+      for (const name of this.checked.keys()) if (!names.includes(name)) this.checked.delete(name);
       const documents = sources.map((src) => this.checked.get(src.name)!.document);
       const config = await buildConfigInSlices(documents, this.opts.mergeDomainConfig === true);
       this.opts.logger?.debug(
         `config parsed in ${(compileStart - parseStart).toFixed(0)} ms (worker start included when none was ready), compiled in ${(performance.now() - compileStart).toFixed(0)} ms`,
       );
-      if (!this.closed) this.onUpdate({ config, sources: files });
+      if (!this.closed) this.onUpdate({ config, sources: names });
     } catch (err) {
       if (!this.closed) this.onUpdate({ error: err as Error });
     }

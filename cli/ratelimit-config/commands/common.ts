@@ -6,6 +6,7 @@ import { parseEnv } from 'node:util';
 import { loadSettings, type Settings } from '../../../ratelimit/settings/index.js';
 import { buildConfigSet, hasErrors, type ConfigSet, type Problem } from '../config-set.js';
 import { readSources } from '../sources.js';
+import { UsageError } from '../../../common/index.js';
 
 export interface Io {
   out(text: string): void;
@@ -13,8 +14,8 @@ export interface Io {
   env: Readonly<Record<string, string | undefined>>;
 }
 
-/** A mistake in the command line: printed with where to find help, exit status 2. */
-export class UsageError extends Error {}
+/** A mistake in the command line: printed with where to find help, exit status 2 (every program's class). */
+export { UsageError };
 
 /** A failure already worded for the user, printed as it is (one line, no library internals). */
 export class CliError extends Error {}

@@ -74,6 +74,7 @@ t.test('scalars are typed as the full path types them, or left to it', (t) => {
       `domain: d\ndescriptors:\n  - key: k\n    metadata:\n      m: ${s}\n      list: [${s.startsWith('|') || s.startsWith('>') ? 'x' : s}]\n`,
       `domain: d\ndescriptors:\n  - key: k\n    shadow_mode: ${s}\n`,
       `${s.startsWith('|') || s.startsWith('>') ? 'x' : s}: key\ndomain: d\n`,
+      `domain: d\ndescriptors:\n  - key: k\n    metadata:\n      ${s.startsWith('|') || s.startsWith('>') ? 'x' : s}: 1\n      n: { ${s.startsWith('|') || s.startsWith('>') ? 'x' : s}: 2 }\n`,
     ];
     for (const y of docs) if (agrees(t, y, JSON.stringify(y))) taken++;
   }
@@ -89,6 +90,20 @@ t.test('the examples and the 10k-descriptor benchmark file read the same on both
     }
   }
   t.ok(agrees(t, cfg10kYaml(3), 'cfg10k'), 'the benchmark file takes the fast door');
+  t.end();
+});
+
+t.test('a key in metadata is its text on both paths, at every depth', (t) => {
+  const cases: [string, unknown][] = [
+    ['y: 1\n      n: { on: 2, 010: 3, "off": 4, ~: 5 }', { y: 1, n: { on: 2, '010': 3, off: 4, '~': 5 } }],
+    ['010: 1\n      n: { 0x1f: 2, 12: 3 }', { '010': 1, n: { '0x1f': 2, '12': 3 } }],
+  ];
+  for (const [md, want] of cases) {
+    const y = `domain: d\ndescriptors:\n  - key: k\n    metadata:\n      ${md}\n`;
+    const slow = full(y) as { doc: { descriptors: { metadata: unknown }[] } };
+    t.same(slow.doc.descriptors[0]!.metadata, want, `full path: ${md}`);
+    agrees(t, y, md);
+  }
   t.end();
 });
 

@@ -6,7 +6,7 @@
 // an ordinary one, and otherwise answers FULL_PATH so that the caller reads it with the `yaml` package,
 // which then gives every error and limit message exactly as before:
 // - any js-yaml error, more than one document, a tag, an alias, a `<<` merge key, a key that is not a
-//   string, a duplicate key, a timestamp;
+//   string (outside metadata, where a key is its text), a duplicate key, a timestamp;
 // - a float outside metadata (the reference's key check refuses it: the full path says where);
 // - any YAML bound (depth, scalar length, node count) near or over its limit.
 // Plain scalars are typed with the `yaml` package's own YAML 1.1 tags, so a value means here what it
@@ -146,8 +146,10 @@ function build(text: string, events: Event[], limits: YamlLimits): unknown {
     // typed value never has).
     const scalar = (e as ScalarEvent).style === SCALAR_STYLE.PLAIN ? plainValue(source) : source;
     if (atKey) {
-      if (typeof scalar !== 'string') bail(); // the full path names a key that is not a string
-      top.key = scalar as string;
+      // A key in metadata is its text (`y: 1` keeps the key "y"); elsewhere the full path names a key
+      // that is not a string.
+      if (typeof scalar !== 'string' && !top.freeForm) bail();
+      top.key = typeof scalar === 'string' ? scalar : source;
       continue;
     }
     if (typeof scalar === 'number' || typeof scalar === 'boolean') {

@@ -154,7 +154,10 @@ function walk(source: string, doc: Document, node: unknown, field: string, seen:
         throw new ConfigError(source, field, `config error, key is not of type string: ${String(k)}`);
       }
       const childField = field === '' ? keyText : `${field}.${keyText}`;
-      if (keyText === 'metadata') continue;
+      if (keyText === 'metadata') {
+        metadataKeysAsText(doc, pair.value, seen);
+        continue;
+      }
       const v = pair.value;
       if (
         isScalar(v) &&
@@ -174,6 +177,42 @@ function walk(source: string, doc: Document, node: unknown, field: string, seen:
     return;
   }
   if (isScalar(node)) checkFloat(source, node, field);
+}
+
+/** The text a scalar key stands for: a string key's value, another scalar's source (see below). */
+function keyText(node: ScalarNode): unknown {
+  return typeof node.value === 'string' ? node.value : (node.source ?? node.value);
+}
+
+/** Duplicate keys in one mapping: the same node, or scalars with the same text. */
+function sameKeyText(a: unknown, b: unknown): boolean {
+  return a === b || (isScalar(a) && isScalar(b) && keyText(a as ScalarNode) === keyText(b as ScalarNode));
+}
+
+/**
+ * Free-form metadata: every scalar key becomes its text at every depth, so `y:`, `no:` or `010:` stay
+ * the keys written (a YAML 1.1 reader would make them true, false and 8). Values keep their types.
+ */
+function metadataKeysAsText(doc: Document, node: unknown, seen: Set<unknown>): void {
+  if (isAlias(node)) {
+    const target = node.resolve(doc);
+    if (seen.has(target)) return;
+    seen.add(target);
+    metadataKeysAsText(doc, target, seen);
+    return;
+  }
+  if (isMap(node)) {
+    for (const pair of node.items) {
+      if (!isPair(pair)) continue;
+      const k = pair.key;
+      if (isScalar(k) && typeof k.value !== 'string' && typeof k.value !== 'symbol') {
+        k.value = (k as ScalarNode).source ?? (k.value === null ? '' : String(k.value));
+      }
+      metadataKeysAsText(doc, pair.value, seen);
+    }
+  } else if (isSeq(node)) {
+    for (const item of node.items) metadataKeysAsText(doc, item, seen);
+  }
 }
 
 /** yaml.v2 decodes `1.5`, `1e3` and `.inf` to float64, which the reference's key check rejects. */
@@ -228,7 +267,12 @@ export function parseYamlSource(src: ConfigSource, limits: YamlLimits = DEFAULT_
 export function parseYamlSourceFully(src: ConfigSource, limits: YamlLimits = DEFAULT_YAML_LIMITS): unknown {
   checkYamlText(src.name, src.yaml, limits);
   // YAML 1.1 like the reference's yaml.v2: yes/no/on/off are booleans, `<<` merges.
-  const docs = parseAllDocuments(src.yaml, { version: '1.1', prettyErrors: true, merge: true });
+  const docs = parseAllDocuments(src.yaml, {
+    version: '1.1',
+    prettyErrors: true,
+    merge: true,
+    uniqueKeys: sameKeyText,
+  });
   if (!Array.isArray(docs) || docs.length === 0) return null;
   // The reference decodes the first document of the stream only.
   const doc = docs[0]!;
