@@ -36,8 +36,14 @@ const LAYERS = {
 // Second entries: proto/ratelimit-config.ts gives the config model and its parse worker the
 // RateLimitConfig codec, the unit table and the Struct helpers without loading @grpc/grpc-js;
 // h2grpc/h2/frames.ts and h2grpc/h2/hpack.ts give raw-frame clients (the attack harness, the
-// benchmark's load generator) HTTP/2's wire facts and the HPACK coder.
-const ENTRIES = ['proto/ratelimit-config.ts', 'h2grpc/h2/frames.ts', 'h2grpc/h2/hpack.ts'];
+// benchmark's load generator) HTTP/2's wire facts and the HPACK coder; control-plane/config-set/index.ts
+// gives ratelimit-config the config set (read, checked, its problems printed) without the ADS server.
+const ENTRIES = [
+  'control-plane/config-set/index.ts',
+  'proto/ratelimit-config.ts',
+  'h2grpc/h2/frames.ts',
+  'h2grpc/h2/hpack.ts',
+];
 
 export default tseslint.config(
   { ignores: ['**/node_modules/**', '**/dist/**', '**/.tap/**', 'papers/public/**'] },

@@ -1,7 +1,19 @@
 // The one TLS file reader and reloader: a good rotation is taken once, a half-written one (unreadable
-// file, key of another certificate) is reported once and the last good set stays current.
+// file, key of another certificate, a FIFO or a file past the size bound) is reported once and the last
+// good set stays current.
 import t from 'tap';
-import { copyFileSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import {
+  closeSync,
+  constants,
+  copyFileSync,
+  openSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  symlinkSync,
+} from 'node:fs';
+import { mkfifo, sparseFile } from '../harness/files.js';
+import { TLS_FILE_MAX_BYTES } from './bounded-file.js';
 import { join } from 'node:path';
 import { makeCerts, type Certs } from '../harness/tls.js';
 import { makeTempDir, removeTempDir } from '../harness/net.js';
@@ -51,21 +63,21 @@ t.test('a rotation is taken once; a broken one is reported once and the last goo
     onError: (err) => errors.push(err.message),
   });
   t.ok(w.current.cert?.equals(readFileSync(a.certPath)), 'read at construction');
-  t.notOk(w.reload(), 'unchanged files are no change');
+  t.notOk(await w.reload(), 'unchanged files are no change');
 
   install(b);
-  t.ok(w.reload(), 'new files are taken');
-  t.notOk(w.reload(), 'and only once');
+  t.ok(await w.reload(), 'new files are taken');
+  t.notOk(await w.reload(), 'and only once');
   t.equal(changes.length, 1);
   t.ok(w.current.cert?.equals(readFileSync(b.certPath)), 'current is B');
 
   copyFileSync(a.keyPath, paths.keyFile); // half-written: B's certificate with A's key
-  t.notOk(w.reload());
-  t.notOk(w.reload());
+  t.notOk(await w.reload());
+  t.notOk(await w.reload());
   t.equal(errors.length, 1, 'the same failure is reported once');
   t.match(errors[0], /key values mismatch|KEY_VALUES_MISMATCH/);
   rmSync(paths.keyFile); // now a different failure
-  t.notOk(w.reload());
+  t.notOk(await w.reload());
   t.equal(errors.length, 2, 'a different failure is reported');
   t.match(errors[1], /ENOENT/);
   t.ok(w.current.cert?.equals(readFileSync(b.certPath)), 'B is still current');
@@ -73,7 +85,7 @@ t.test('a rotation is taken once; a broken one is reported once and the last goo
   t.equal(changes.length, 1, 'no change was announced');
 
   install(a);
-  t.ok(w.reload(), 'a good set after a broken one is taken');
+  t.ok(await w.reload(), 'a good set after a broken one is taken');
   t.ok(w.current.cert?.equals(readFileSync(a.certPath)));
 });
 
@@ -111,3 +123,47 @@ t.test('start() re-reads on the interval; close() stops it', async (t) => {
   t.equal(changed, 1, 'the timer took the new files');
   t.ok(w.current.cert?.equals(readFileSync(b.certPath)));
 });
+
+t.test(
+  'a rotation to a FIFO or a huge file is refused by the bounded reader; the last good set stays',
+  async (t) => {
+    const c = await makeCerts();
+    const dir = makeTempDir('rl-tls-fifo');
+    t.teardown(() => {
+      c.remove();
+      removeTempDir(dir);
+    });
+    const paths = {
+      certFile: join(dir, 'tls.crt'),
+      keyFile: join(dir, 'tls.key'),
+      caFile: join(dir, 'ca.crt'),
+    };
+    copyFileSync(c.certPath, paths.certFile);
+    copyFileSync(c.keyPath, paths.keyFile);
+    copyFileSync(c.caPath, paths.caFile);
+    const errors: string[] = [];
+    const w = new TlsFileWatcher(paths, {
+      onChange: () => undefined,
+      onError: (err) => errors.push(err.message),
+    });
+    mkfifo(join(dir, 'pipe'));
+    rmSync(paths.keyFile);
+    symlinkSync(join(dir, 'pipe'), paths.keyFile);
+    t.teardown(() => {
+      try {
+        closeSync(openSync(join(dir, 'pipe'), constants.O_WRONLY | constants.O_NONBLOCK));
+      } catch {
+        // no reader waiting
+      }
+    });
+    t.notOk(await w.reload(), 'a key that is a FIFO is refused at once');
+    t.same(errors, [`${paths.keyFile}: not a regular file (a FIFO); not read`]);
+    t.throws(() => readTlsFiles({ keyFile: paths.keyFile }), /not a regular file \(a FIFO\)/, 'at start too');
+    rmSync(paths.keyFile);
+    copyFileSync(c.keyPath, paths.keyFile);
+    sparseFile(paths.caFile, TLS_FILE_MAX_BYTES + 1);
+    t.notOk(await w.reload());
+    t.match(errors[1], /ca\.crt: the file's size \(4194305 bytes\) exceeds the limit of 4194304$/);
+    t.ok(w.current.key?.equals(readFileSync(c.keyPath)), 'the last good set is current');
+  },
+);

@@ -4,9 +4,16 @@
 // one reloader, so every listener behaves the same way when a rotation goes wrong: a set that is
 // unreadable or does not make a TLS context (a half-written rotation, a key that does not match its
 // certificate) is reported once and the last good set keeps serving. No npm package does this for
-// node:tls (controller-runtime's certwatcher is the Go model); it is a timer and a comparison.
-import { readFileSync } from 'node:fs';
+// node:tls (controller-runtime's certwatcher is the Go model); it is a timer and a comparison. Each file
+// is read by the bounded reader (bounded-file.ts): a regular file of at most TLS_FILE_MAX_BYTES; the
+// re-reads while serving run off the event loop within a deadline.
 import { createSecureContext, type ConnectionOptions } from 'node:tls';
+import {
+  DEFAULT_FILE_READ_TIMEOUT_MS,
+  readBoundedFile,
+  readBoundedFileSync,
+  TLS_FILE_MAX_BYTES,
+} from './bounded-file.js';
 
 /** Paths of PEM files; an absent or empty path is not read. */
 export interface TlsFilePaths {
@@ -24,12 +31,35 @@ export interface TlsPem {
   readonly ca?: Buffer;
 }
 
-/** Reads the files named; throws (the fs error) when one is unreadable. Does not check the contents. */
+const FIELDS = [
+  ['cert', 'certFile'],
+  ['key', 'keyFile'],
+  ['ca', 'caFile'],
+] as const;
+
+/**
+ * Reads the files named (at start and at a client's connect); throws FileReadError when one is not a
+ * regular file of at most TLS_FILE_MAX_BYTES or cannot be read. Does not check the contents.
+ */
 export function readTlsFiles(paths: TlsFilePaths): TlsPem {
   const pem: { cert?: Buffer; key?: Buffer; ca?: Buffer } = {};
-  if (paths.certFile) pem.cert = readFileSync(paths.certFile);
-  if (paths.keyFile) pem.key = readFileSync(paths.keyFile);
-  if (paths.caFile) pem.ca = readFileSync(paths.caFile);
+  for (const [field, path] of FIELDS) {
+    const file = paths[path];
+    if (file) pem[field] = readBoundedFileSync(file, { maxBytes: TLS_FILE_MAX_BYTES });
+  }
+  return pem;
+}
+
+/** readTlsFiles off the event loop, each file within `timeoutMs` (the re-reads while serving). */
+export async function loadTlsFiles(
+  paths: TlsFilePaths,
+  timeoutMs = DEFAULT_FILE_READ_TIMEOUT_MS,
+): Promise<TlsPem> {
+  const pem: { cert?: Buffer; key?: Buffer; ca?: Buffer } = {};
+  for (const [field, path] of FIELDS) {
+    const file = paths[path];
+    if (file) pem[field] = await readBoundedFile(file, { maxBytes: TLS_FILE_MAX_BYTES, timeoutMs });
+  }
   return pem;
 }
 
@@ -68,9 +98,8 @@ export interface TlsFileWatcherOptions {
 
 export const DEFAULT_TLS_RELOAD_MS = 10_000;
 
-/** Reads the files and checks they make a TLS context; throws when they do not. */
-function readChecked(paths: TlsFilePaths): TlsPem {
-  const pem = readTlsFiles(paths);
+/** Checks the files make a TLS context; throws when they do not. */
+function checked(pem: TlsPem): TlsPem {
   createSecureContext(pem); // throws on a mismatched key, a bad PEM or a bad CA bundle
   return pem;
 }
@@ -83,12 +112,13 @@ export class TlsFileWatcher {
   private pem: TlsPem;
   private timer: NodeJS.Timeout | undefined;
   private lastError = '';
+  private reloading: Promise<boolean> | undefined;
 
   constructor(
     private readonly paths: TlsFilePaths,
     private readonly opts: TlsFileWatcherOptions,
   ) {
-    this.pem = readChecked(paths);
+    this.pem = checked(readTlsFiles(paths));
   }
 
   /** The last good set. */
@@ -99,7 +129,7 @@ export class TlsFileWatcher {
   /** Starts re-reading the files; stop with close(). The timer does not keep the process alive. */
   start(): void {
     if (this.timer) return;
-    this.timer = setInterval(() => this.reload(), this.opts.intervalMs ?? DEFAULT_TLS_RELOAD_MS);
+    this.timer = setInterval(() => void this.reload(), this.opts.intervalMs ?? DEFAULT_TLS_RELOAD_MS);
     this.timer.unref();
   }
 
@@ -108,11 +138,19 @@ export class TlsFileWatcher {
     this.timer = undefined;
   }
 
-  /** Re-reads the files now; true when a new good set was taken (and onChange called). */
-  reload(): boolean {
+  /**
+   * Re-reads the files now (joining a re-read in progress); true when a new good set was taken (and
+   * onChange called).
+   */
+  reload(): Promise<boolean> {
+    this.reloading ??= this.reread().finally(() => (this.reloading = undefined));
+    return this.reloading;
+  }
+
+  private async reread(): Promise<boolean> {
     let next: TlsPem;
     try {
-      next = readChecked(this.paths);
+      next = checked(await loadTlsFiles(this.paths));
     } catch (err) {
       const e = err instanceof Error ? err : new Error(String(err));
       if (e.message !== this.lastError) {

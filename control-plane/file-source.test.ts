@@ -324,10 +324,10 @@ t.test(
       put(dir, 'example.yaml', text);
       const validate = await run(['cli/ratelimit-config/cli.ts', 'validate', join(dir, 'example.yaml')]);
       t.equal(validate.code, 1, `${what}: ratelimit-config validate refuses it`);
-      // `error: <file> (document 1, line N) <field>: <message>`: the validator's words after the place.
-      // For a custom resource the command line names the field from the manifest's root (spec.),
-      // the control plane from the spec it serves.
-      const message = /^error: .*?\(document \d+, line \d+\) (?:spec\.)?(.*)$/m.exec(validate.stdout)?.[1];
+      // `<file>:<line>:<col>: <field>: <message>`: the validator's words after the place. For a custom
+      // resource the command line names the field from the manifest's root (spec.), the control
+      // plane's running source from the spec it serves.
+      const message = /^.*?:\d+:\d+: (?:spec\.)?(.*)$/m.exec(validate.stdout)?.[1];
       t.ok(message, validate.stdout);
       const check = await run(['control-plane/main.ts', '--dir', dir, '--check']);
       t.equal(check.code, 1, `${what}: --check refuses it`);

@@ -13,6 +13,7 @@ import {
   checkListenFlag,
 } from '../common/index.js';
 import { DEFAULT_NODE, InMemorySnapshotCache } from './cache.js';
+import { buildConfigSet, hasErrors, problemLine, readSources } from './config-set/index.js';
 import { DirectoryConfigSource } from './file-source.js';
 import { registerAdsMetrics, registerSourceMetrics } from './metrics.js';
 import { AdsServer, DEFAULT_LISTEN } from './server.js';
@@ -86,11 +87,12 @@ export async function main(argv: string[]): Promise<number> {
     logger: log,
   });
   if (values.check) {
-    // The validator's message on stderr as well as in the log, as `ratelimit-config validate` prints it.
-    source.on('rejected', (e) =>
-      process.stderr.write(`ratelimit-control-plane: config rejected (node ${e.node}): ${e.error}\n`),
-    );
-    return (await source.rescan()).length === 0 ? 0 : 1;
+    // The folder checked as `ratelimit-config validate` checks it, each problem in its words and lines.
+    const set = buildConfigSet(readSources([values.dir]), {
+      mergeDomainConfig: values['merge-domain-config'],
+    });
+    for (const p of set.problems) process.stderr.write(`${problemLine(p)}\n`);
+    return hasErrors(set) ? 1 : 0;
   }
 
   const server = new AdsServer({

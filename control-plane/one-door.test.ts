@@ -149,3 +149,48 @@ t.test('ratelimit-control-plane says ready only once its folder has loaded', asy
   t.match(logs, /config loaded/, 'ready follows the first good load');
   t.ok(logs.indexOf('config loaded') < logs.indexOf('ratelimit-control-plane ready'), 'loaded, then ready');
 });
+
+t.test(
+  'one error format: validate, diff and --check print the same line for the same bad file',
+  async (t) => {
+    const run = (args: string[]) =>
+      new Promise<{ code: number | null; stderr: string }>((resolve) => {
+        const child = spawn(process.execPath, ['--import', 'tsx', 'control-plane/main.ts', ...args], {
+          cwd: REPO_ROOT,
+          stdio: ['ignore', 'ignore', 'pipe'],
+        });
+        let stderr = '';
+        child.stderr.on('data', (d) => (stderr += d));
+        child.on('exit', (code) => resolve({ code, stderr }));
+      });
+    for (const [name, expected] of [
+      // A RateLimitConfig resource and a plain config file: the path in the document as the file has it.
+      [
+        'bad-unit.yaml',
+        /^bad-unit\.yaml:12:9: spec\.descriptors\[0\]\.rate_limit\.unit: invalid rate limit unit 'fortnight' \(one of: second, minute, hour, day, week, month, year\)$/,
+      ],
+      ['operator/nested-duplicate-descriptor.yaml', /^nested-duplicate-descriptor\.yaml:\d+:\d+: \S+: .+$/],
+    ] as const) {
+      const dir = mkdtempSync(join(tmpdir(), 'rl-one-format-'));
+      t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+      const file = join(dir, basename(name));
+      writeFileSync(file, readFileSync(join(EX, 'invalid', name)));
+      const errorLines = (text: string) =>
+        text
+          .split('\n')
+          .filter((l) => l.startsWith(`${file}:`))
+          .map((l) => l.slice(dir.length + 1));
+      const validate = await runInProcess(['validate', dir]);
+      t.equal(validate.code, 1, `${name}: validate refuses it`);
+      const lines = errorLines(validate.stdout);
+      t.equal(lines.length, 1, `${name}: one problem`);
+      t.match(lines[0], expected, `${name}: file:line:col: path: message`);
+      const diff = await runInProcess(['diff', join(EX, 'crds'), dir]);
+      t.equal(diff.code, 2, `${name}: diff refuses it`);
+      t.same(errorLines(diff.stderr), lines, `${name}: diff prints the same line`);
+      const check = await run(['--check', '--dir', dir]);
+      t.equal(check.code, 1, `${name}: --check refuses it`);
+      t.same(errorLines(check.stderr), lines, `${name}: --check prints the same line`);
+    }
+  },
+);

@@ -141,6 +141,6 @@ t.test('files that make no TLS context are refused at start, naming the problem'
     code: 'ENOENT',
   });
   const ok = new ReloadingTlsFiles({ certFile: c.certPath, keyFile: c.keyPath, caFile: c.caPath }, silent);
-  t.notOk(ok.reload(), 'unchanged files are no change');
+  t.notOk(await ok.reload(), 'unchanged files are no change');
   ok.close();
 });

@@ -59,7 +59,7 @@ export class ReloadingTlsFiles implements grpc.experimental.CertificateProvider 
   }
 
   /** Re-reads the files now; true when new certificates were taken. */
-  reload(): boolean {
+  reload(): Promise<boolean> {
     return this.files.reload();
   }
 

@@ -41,8 +41,8 @@ Options:
   --log-level <level>         trace, debug, info, warn, error (default: $LOG_LEVEL, else info)
   --log-format <text|json>    text (logrus-style key=value lines) or json (default: $LOG_FORMAT,
                               else text); logs go to stderr
-  --check                     validate the folder once and exit (status 1 when invalid, with the
-                              validator's message on stderr)
+  --check                     validate the folder as ratelimit-config validate does and exit
+                              (status 1 when invalid; file:line:col: field: message on stderr)
   -h, --help                  show this help
 `;
 

@@ -3,6 +3,8 @@
 // each which it is. Where the pin answers in an older way, its answer is asserted next to ours, so
 // moving the pin turns those lines into failures to review.
 import t from 'tap';
+import { spawn } from 'node:child_process';
+import { builtBin, REPO_ROOT } from '../harness/dist.js';
 import { startReferenceService } from '../harness/reference.js';
 import { startRedis, type RedisServer } from '../harness/redis/index.js';
 import { eventually, startTestApp, type TestApp } from '../ratelimit/test-support.js';
@@ -91,4 +93,35 @@ t.test('RESPONSE_DYNAMIC_METADATA: the same request, the same metadata', async (
   );
   t.equal(quotaModeEnabled, false, 'reference at the pin: quotaModeEnabled (upstream main has dropped it)');
   t.same(normalize(oursMd), expected, 'ours: the same, without quotaModeEnabled');
+});
+
+/** Our built service with `env`: its exit code and stderr (it is expected to stop at once). */
+function runOurs(env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [builtBin('ratelimit')], {
+      cwd: REPO_ROOT,
+      env: { PATH: process.env.PATH ?? '', USE_STATSD: 'false', ...env },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr.on('data', (d) => (stderr += d));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stderr });
+    });
+  });
+}
+
+t.test('REDIS_POOL_ON_EMPTY_BEHAVIOR=CREATE stops the start of both', async (t) => {
+  const redis = await startRedis();
+  t.teardown(() => redis.stop());
+  const env = { REDIS_SOCKET_TYPE: 'tcp', REDIS_URL: redis.url, REDIS_POOL_ON_EMPTY_BEHAVIOR: 'CREATE' };
+  const ref = await startReferenceService(t, { files: { 'up.yaml': RULES }, env });
+  await eventually(() => !ref.proc.running, 30_000, 'the reference to stop');
+  t.match(ref.proc.exitReason(), /exited with code [1-9]/, 'reference: a failed start');
+  t.match(ref.proc.logTail(200), /REDIS_POOL_ON_EMPTY_BEHAVIOR=CREATE is not supported in radix v4/);
+  const ours = await runOurs(env);
+  t.equal(ours.code, 2, 'ours: an invalid setting, exit 2');
+  t.match(ours.stderr, /REDIS_POOL_ON_EMPTY_BEHAVIOR: CREATE is not supported/);
 });

@@ -1,6 +1,6 @@
 // One operator replica: the embedded xDS server (control-plane), the controller, leader election and
 // the health and metrics endpoints. Constructed from options so tests run the real thing in-process.
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { KubeConfig } from '@kubernetes/client-node';
@@ -9,6 +9,7 @@ import {
   EndpointServer,
   healthEndpoint,
   metricsEndpoint,
+  readBoundedFileSync,
   silentLogger,
   type Logger,
 } from '../common/index.js';
@@ -57,7 +58,8 @@ const SA_NAMESPACE_FILE = '/var/run/secrets/kubernetes.io/serviceaccount/namespa
 /** Lease namespace default: $POD_NAMESPACE, the in-cluster namespace, else `default`. */
 export function defaultLeaseNamespace(env: NodeJS.ProcessEnv = process.env): string {
   if (env.POD_NAMESPACE) return env.POD_NAMESPACE;
-  if (existsSync(SA_NAMESPACE_FILE)) return readFileSync(SA_NAMESPACE_FILE, 'utf8').trim();
+  if (existsSync(SA_NAMESPACE_FILE))
+    return readBoundedFileSync(SA_NAMESPACE_FILE, { maxBytes: 4096 }).toString('utf8').trim();
   return 'default';
 }
 

@@ -8,7 +8,7 @@ import { resolveKubectl, startKube, type KubeHarness } from '../../harness/kube.
 import { runCommand } from '../../harness/proc.js';
 import { installCrd } from '../../operator/testing.js';
 import { checkDocument } from '../../ratelimit/config/index.js';
-import { readSources } from './sources.js';
+import { readSources } from '../../control-plane/config-set/index.js';
 import { REPO_ROOT, runInProcess, tempFiles } from './testing.js';
 
 let kube: KubeHarness;

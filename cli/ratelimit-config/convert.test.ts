@@ -6,7 +6,7 @@ import t from 'tap';
 import { parseAllDocuments } from 'yaml';
 import { checkDocument } from '../../ratelimit/config/index.js';
 import { resourceName } from './convert.js';
-import { readSources } from './sources.js';
+import { readSources } from '../../control-plane/config-set/index.js';
 import { REPO_ROOT, runBin, runInProcess, tempFiles } from './testing.js';
 
 /** domain → { domain, descriptors } as the service's validator reads every document under the paths. */

@@ -8,8 +8,18 @@ import { readFileSync } from 'node:fs';
 import { isDeepStrictEqual } from 'node:util';
 import { Document, isMap, isNode, isSeq, parseAllDocuments, YAMLMap, YAMLSeq } from 'yaml';
 import { checkDocument } from '../../ratelimit/config/index.js';
-import { buildConfigSet, hasErrors, type ConfigSet, type ConfigSetOptions } from './config-set.js';
-import { readSourceText, RLC_GROUP, RLC_KIND, type SourceDocument } from './sources.js';
+import {
+  buildConfigSet,
+  hasErrors,
+  type ConfigSet,
+  type ConfigSetOptions,
+} from '../../control-plane/config-set/index.js';
+import {
+  readSourceText,
+  RLC_GROUP,
+  RLC_KIND,
+  type SourceDocument,
+} from '../../control-plane/config-set/index.js';
 
 export const RLC_API_VERSION = `${RLC_GROUP}/v1alpha1`;
 

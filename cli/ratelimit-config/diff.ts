@@ -2,7 +2,7 @@
 // pull request. Entries are identified by their path of composite keys (domain, then key or
 // key=value per level), so reordering, comments and formatting are not changes.
 import { parseUnit, UNIT_SECONDS } from '../../ratelimit/config/index.js';
-import { isObject, type ConfigSet } from './config-set.js';
+import { isObject, type ConfigSet } from '../../control-plane/config-set/index.js';
 
 export type ChangeKind =
   | 'added'

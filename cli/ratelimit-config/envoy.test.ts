@@ -16,8 +16,8 @@ import {
   type EmulatedRequest,
   type Json,
 } from '../../harness/envoy-actions.js';
-import { compileSet, buildConfigSet } from './config-set.js';
-import { readSources } from './sources.js';
+import { compileSet, buildConfigSet } from '../../control-plane/config-set/index.js';
+import { readSources } from '../../control-plane/config-set/index.js';
 import { REPO_ROOT, runBin, runInProcess } from './testing.js';
 
 const protos = new EnvoyProtos();

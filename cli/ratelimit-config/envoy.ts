@@ -6,7 +6,7 @@
 // that need the same actions are one entry: Envoy sends the request's value and the service picks the
 // rule. A key without a source is an error, never a guess.
 import { Document, isMap, isSeq } from 'yaml';
-import type { ConfigSet } from './config-set.js';
+import type { ConfigSet } from '../../control-plane/config-set/index.js';
 
 /** Where the value of a key comes from, as the user mapped it. */
 export interface ActionMappings {

@@ -3,7 +3,7 @@
 // --rlqs-url, the assignments a running pod currently holds for it (its debug server's /rlqs).
 import { ConfigError, type DescriptorEntry, type RateLimitConfig } from '../../ratelimit/config/index.js';
 import { BucketMatcher } from '../../ratelimit/quota/index.js';
-import { compileSet, type ConfigSet, type Problem } from './config-set.js';
+import { compileSet, type ConfigSet, type Problem } from '../../control-plane/config-set/index.js';
 
 /** `k=v,k=v` as a BucketId map; a repeated key is a usage error (a map has each key once). */
 export function parseBucket(text: string): Record<string, string> {

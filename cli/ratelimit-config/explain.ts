@@ -15,8 +15,8 @@ import {
 } from '../../ratelimit/config/index.js';
 import { buildLimitCheck, taggedKeyBase } from '../../ratelimit/counting/index.js';
 import { cacheKey, resetSeconds, windowStart } from '../../ratelimit/limiter/index.js';
-import { compileSet, isObject, type ConfigSet } from './config-set.js';
-import type { SourceDocument } from './sources.js';
+import { compileSet, isObject, type ConfigSet } from '../../control-plane/config-set/index.js';
+import type { SourceDocument } from '../../control-plane/config-set/index.js';
 
 /** An entry of the served config, with where it is written. */
 export interface EntryInfo {

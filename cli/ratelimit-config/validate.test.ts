@@ -1,7 +1,7 @@
 import { readdirSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import t from 'tap';
-import { expandPaths } from './sources.js';
+import { expandPaths } from '../../control-plane/config-set/index.js';
 import { REPO_ROOT, runBin, runInProcess, tempFiles } from './testing.js';
 
 const ex = (p: string) => join(REPO_ROOT, 'examples', p);

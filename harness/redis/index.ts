@@ -2,7 +2,8 @@
 // a Redis Cluster, and a Sentinel group, each on free loopback ports in its own temp dir.
 // Every process is a child we spawned with daemonize off and is stopped by its handle only.
 // Readiness and topology checks speak RESP over a plain socket (resp.ts: no client reconnect logic to
-// second-guess); tests get ioredis clients from client()/clusterClient().
+// second-guess); tests get ioredis clients from client()/clusterClient(). fake.ts is the one stand-in: a
+// server that sends the replies a real Redis never does.
 export { RespError, redisInfo, respCommand, respCommands, type RespTarget, type RespValue } from './resp.js';
 export {
   RedisServer,
@@ -27,3 +28,4 @@ export {
   type SentinelFailoverResult,
   type StartRedisSentinelOptions,
 } from './sentinel.js';
+export { bulk, startFakeRedis, type FakeAnswer, type FakeRedis } from './fake.js';

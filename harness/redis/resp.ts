@@ -29,7 +29,8 @@ function encode(args: (string | number)[]): string {
   return out;
 }
 
-function parse(buf: Buffer, off: number): [RespValue, number] | undefined {
+/** One RESP2 value from `buf` at `off`, with the offset after it; undefined while incomplete. */
+export function parseResp(buf: Buffer, off: number): [RespValue, number] | undefined {
   if (off >= buf.length) return undefined;
   const nl = buf.indexOf('\r\n', off);
   if (nl < 0) return undefined;
@@ -57,7 +58,7 @@ function parse(buf: Buffer, off: number): [RespValue, number] | undefined {
       const arr: RespValue[] = [];
       let o = next;
       for (let i = 0; i < n; i++) {
-        const r = parse(buf, o);
+        const r = parseResp(buf, o);
         if (!r) return undefined;
         arr.push(r[0]);
         o = r[1];
@@ -100,7 +101,7 @@ export function respCommands(target: RespTarget, commands: (string | number)[][]
     sock.on('data', (chunk: Buffer) => {
       buf = Buffer.concat([buf, chunk]);
       for (;;) {
-        const r = parse(buf, off);
+        const r = parseResp(buf, off);
         if (!r) break;
         replies.push(r[0]);
         off = r[1];

@@ -8,13 +8,16 @@
 // Only the shard's own failures count: a timeout, a lost connection, or an error reply about the server's
 // state (READONLY, LOADING, MASTERDOWN...). An error reply caused by one op's key or data
 // (CounterRefusedError, reply-errors.ts) fails that op only: the server answered, so the call counts as
-// a success, and one caller's data can never open the circuit for everyone else's keys.
+// a success, and one caller's data can never open the circuit for everyone else's keys. A call the
+// store did not send because its connection already has its bound of commands waiting
+// (CacheBusyError) counts as neither: the calls that are waiting settle the circuit when they fail.
 //
 // Hand-written: the npm breakers (opossum, cockatiel) wrap one function with per-call closures and
 // timers and count failures as rates over time windows; here a shard is chosen per key, the probe is
 // a PING rather than a real decision, and the closed path must cost no allocation.
 import type { Logger } from '../../common/index.js';
 import {
+  CacheBusyError,
   CacheError,
   type CounterOp,
   type CounterStore,
@@ -197,19 +200,19 @@ export class CircuitBreakerStore implements CounterStore {
     if (sendIdx.length === 0) return out;
     const sent = sendIdx.map((i) => ops[i]);
     const results = await this.innerEach(sent);
-    const byShard = new Map<Circuit, boolean>();
+    // Per shard: its first failure, or null when it answered; a shard whose ops were all left unsent
+    // (CacheBusyError) records nothing.
+    const byShard = new Map<Circuit, Error | null>();
     for (let j = 0; j < sendIdx.length; j++) {
       out[sendIdx[j]] = results[j];
-      const c = this.circuit(this.inner.shardOf(sent[j]));
       const r = results[j];
-      byShard.set(c, (byShard.get(c) ?? true) && !(r instanceof Error && isShardFailure(r)));
+      if (r instanceof CacheBusyError) continue;
+      const c = this.circuit(this.inner.shardOf(sent[j]));
+      const failed = r instanceof Error && isShardFailure(r) ? r : null;
+      const seen = byShard.get(c);
+      if (seen === undefined || (failed !== null && seen === null)) byShard.set(c, failed);
     }
-    for (const [c, ok] of byShard)
-      this.recordOne(
-        c,
-        ok,
-        results.find((r) => r instanceof Error && isShardFailure(r)),
-      );
+    for (const [c, failed] of byShard) this.recordOne(c, failed === null, failed);
     return out;
   }
 
@@ -223,16 +226,23 @@ export class CircuitBreakerStore implements CounterStore {
     }
   }
 
+  /** One call's outcome for its shard: failed, answered, or nothing when none of it was sent. */
   private record(c: Circuit, results: readonly (number | Error)[]): void {
     let failed: Error | undefined;
+    let answered = false;
     for (let i = 0; i < results.length; i++) {
       const r = results[i];
-      if (r instanceof Error && isShardFailure(r)) {
-        failed = r;
-        break;
+      if (r instanceof Error) {
+        if (isShardFailure(r)) {
+          failed = r;
+          break;
+        }
+        if (r instanceof CacheBusyError) continue;
       }
+      answered = true;
     }
-    this.recordOne(c, failed === undefined, failed);
+    if (failed !== undefined) this.recordOne(c, false, failed);
+    else if (answered) this.recordOne(c, true, undefined);
   }
 
   private recordOne(c: Circuit, ok: boolean, err: unknown): void {
@@ -322,6 +332,8 @@ export class CircuitBreakerStore implements CounterStore {
         return verdicts;
       },
       (err: unknown) => {
+        // Not sent (too many waiting): nothing to record.
+        if (err instanceof CacheBusyError) throw err;
         // A refusal of the checks' own data: the server answered.
         const ok = !isShardFailure(err);
         if (more) for (const c of more) this.recordOne(c, ok, err);
@@ -371,6 +383,7 @@ export class CircuitBreakerStore implements CounterStore {
       const i = sendIdx[j]!;
       const r = results[j]!;
       out[i] = r;
+      if (r instanceof CacheBusyError) continue;
       const c = circuits[i]!;
       const failed = r instanceof Error && isShardFailure(r) ? r : undefined;
       if (!outcome.has(c) || (failed && !outcome.get(c))) outcome.set(c, failed);

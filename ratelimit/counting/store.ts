@@ -120,9 +120,25 @@ export class CounterRefusedError extends CacheError {
   }
 }
 
-/** Whether a failed op counts against its shard's circuit: everything but a refusal of the op's own data. */
+/**
+ * The store did not send the call: the connection it would go on already has its bound of commands
+ * waiting for an answer (REDIS_MAX_OUTSTANDING_COMMANDS). Answered by the failure mode at once. Not the
+ * shard's failure and not its answer: the circuit breaker counts it as neither (the calls waiting on
+ * the shard settle its circuit when they time out or are answered).
+ */
+export class CacheBusyError extends CacheError {
+  constructor(message: string) {
+    super(message);
+    this.name = 'CacheBusyError';
+  }
+}
+
+/**
+ * Whether a failed op counts against its shard's circuit: everything but a refusal of the op's own
+ * data and a call not sent because too many wait (CacheBusyError, which counts as nothing).
+ */
 export function isShardFailure(err: unknown): boolean {
-  return !(err instanceof CounterRefusedError);
+  return !(err instanceof CounterRefusedError || err instanceof CacheBusyError);
 }
 
 /**

@@ -18,6 +18,7 @@ import { connect as tlsConnect } from 'node:tls';
 import type { Redis } from 'ioredis';
 import type { Logger } from '../../common/index.js';
 import {
+  CacheBusyError,
   CacheError,
   MAX_OP_HITS,
   type CounterOp,
@@ -28,6 +29,7 @@ import type { RedisSettings, TlsFiles } from '../settings/index.js';
 import { parseAuth, parseRedisTarget, tlsOptions } from './client-options.js';
 import { LIMIT_SCRIPT } from './limit-script.js';
 import { incrbyErrorResult, isReadOnlyReply, replyError } from './reply-errors.js';
+import { countOf } from './reply-shapes.js';
 import { RespReplyReader, respArray, respAuth, respCommand3 } from './resp-reader.js';
 
 /**
@@ -79,6 +81,8 @@ const RETRY_AFTER_MS = 1000;
 class Conn {
   readonly waiting: Waiting[] = [];
   head = 0;
+  /** Commands written (or queued for this tick's write) and not answered yet. */
+  outstanding = 0;
   private outbox = '';
   private flushQueued = false;
   private closedWith: Error | undefined;
@@ -121,6 +125,7 @@ class Conn {
       return;
     }
     this.waiting.push(w);
+    this.outstanding += w.left;
     this.outbox += bytes;
     if (!this.flushQueued) {
       this.flushQueued = true;
@@ -167,11 +172,13 @@ class Conn {
   private reply(value: number | string | number[], isError: boolean): void {
     const w = this.waiting[this.head];
     if (!w) throw new Error('a reply nobody asked for');
+    this.outstanding--;
     const i = w.seen++;
     if (isError) this.errorReply(w, i, String(value));
     else if (w.results) {
       if (w.step === 1) w.results[i] = value;
-      else if ((i & 1) === 0) w.results[i >> 1] = value;
+      // The INCRBY's reply: its count, or the op's CacheError when it is not one (reply-shapes.ts).
+      else if ((i & 1) === 0) w.results[i >> 1] = countOf(value);
     }
     if (--w.left > 0) return;
     this.waiting[this.head++] = undefined as unknown as Waiting;
@@ -231,6 +238,7 @@ class Conn {
     const waiting = this.waiting.slice(this.head);
     this.waiting.length = 0;
     this.head = 0;
+    this.outstanding = 0;
     for (const w of waiting) w.reject(err);
     this.onClose(this, err);
   }
@@ -242,6 +250,9 @@ export class DirectCounter {
   private readonly auth: { username?: string; password?: string };
   private readonly staleMs: number;
   private readonly connectTimeoutMs: number;
+  private readonly maxOutstanding: number;
+  /** One error for every call refused by the bound: no stack captured per refusal. */
+  private readonly busy: CacheBusyError;
   private closing = false;
 
   /** Whether a deployment with these settings can count directly (see the scope above). */
@@ -263,6 +274,19 @@ export class DirectCounter {
     // the connection, so waiting requests cannot pile up behind it (staleRequestMs, from settings).
     this.staleMs = settings.staleRequestMs;
     this.connectTimeoutMs = settings.connectTimeoutMs;
+    this.maxOutstanding = settings.maxOutstandingCommands;
+    this.busy = new CacheBusyError(
+      `${variablePrefix}_MAX_OUTSTANDING_COMMANDS (${this.maxOutstanding}) commands wait on the direct counting connection: not sent`,
+    );
+  }
+
+  /**
+   * Whether `commands` more would pass the bound of commands waiting on the connection. A call larger
+   * than the bound on its own is sent only when nothing waits.
+   */
+  private full(conn: Conn, commands: number): boolean {
+    const waiting = conn.outstanding;
+    return waiting > 0 && waiting + commands > this.maxOutstanding;
   }
 
   /** True when a request can be sent here now; false: send it through ioredis. */
@@ -283,6 +307,7 @@ export class DirectCounter {
       conn.close(new CacheError(`redis did not answer for ${Math.round(now - oldest.at)} ms`));
       return Promise.reject(new CacheError('redis did not answer: connection dropped'));
     }
+    if (this.full(conn, ops.length * 2)) return Promise.reject(this.busy);
     let bytes = '';
     for (let i = 0; i < ops.length; i++) {
       const op = ops[i];
@@ -313,6 +338,7 @@ export class DirectCounter {
   evaluate(checks: readonly LimitCheck[]): Promise<(LimitVerdict | Error)[]> {
     const conn = this.connection();
     if (!conn) return Promise.reject(new ResendThroughIoredis('redis direct connection unavailable'));
+    if (this.full(conn, checks.length)) return Promise.reject(this.busy);
     if (!conn.scriptLoaded) {
       conn.scriptLoaded = true;
       // Loaded once per connection, before its first EVALSHA (the server's script cache is shared, so

@@ -4,6 +4,7 @@
 import type { Cluster, Redis } from 'ioredis';
 import type { Logger } from '../../common/index.js';
 import {
+  CacheBusyError,
   CacheError,
   MAX_OP_HITS,
   type CounterOp,
@@ -24,6 +25,7 @@ import { clusterSlot } from './cluster-slot.js';
 import { DirectCounter, ResendThroughIoredis } from './direct-counter.js';
 import { LIMIT_SCRIPT, defineLimitScript, runLimitScripts } from './limit-script.js';
 import { incrbyErrorResult, isReplyError, replyError } from './reply-errors.js';
+import { countOf, storedCountOf, verdictOf, verdictsOf } from './reply-shapes.js';
 
 type ExecResult = [Error | null, unknown][] | null;
 
@@ -64,7 +66,7 @@ function countsFrom(res: ExecResult, from: number, n: number): (number | Error)[
   const out = new Array<number | Error>(n);
   for (let i = 0; i < n; i++) {
     const [err, value] = res[(from + i) * 2];
-    out[i] = err ? incrbyFailure(err) : Number(value);
+    out[i] = err ? incrbyFailure(err) : countOf(value);
   }
   return out;
 }
@@ -94,6 +96,10 @@ export class RedisDeployment {
   private readonly flushNow = (): void => this.flush();
   private lastConnectionError = '';
   private readonly deadlines: RequestDeadlines;
+  /** <name>_MAX_OUTSTANDING_COMMANDS: commands one connection may have unanswered. */
+  private readonly maxOutstanding: number;
+  /** One error for every call refused by the bound: no stack captured per refusal. */
+  private readonly busy: CacheBusyError;
   /** INCRBY + EXPIRE on a connection of our own while ioredis is connected (direct-counter.ts). */
   private readonly direct: DirectCounter | undefined;
   private closing = false;
@@ -125,6 +131,10 @@ export class RedisDeployment {
     );
     this.isCluster = settings.type === 'cluster';
     this.deadlines = new RequestDeadlines(settings.timeoutMs, `redis request (${name}_TIMEOUT)`);
+    this.maxOutstanding = settings.maxOutstandingCommands;
+    this.busy = new CacheBusyError(
+      `${name}_MAX_OUTSTANDING_COMMANDS (${this.maxOutstanding}) commands wait on the redis connection: not sent`,
+    );
     // As radix's PoolPipelineWindow: a zero window disables implicit pipelining, a zero limit leaves
     // the window as the only bound.
     this.windowMs = settings.pipelineWindowMs;
@@ -145,6 +155,28 @@ export class RedisDeployment {
       this.lastConnectionError = err.message;
       this.logger?.debug({ err: err.message }, `${name}: redis connection error`);
     });
+  }
+
+  /**
+   * Whether `commands` more for `key` would pass the bound on the ioredis connection they go on (the
+   * one connection, or on a cluster the connection to the master serving the key's slot): its
+   * commands written and not answered, a timed-out one included until its reply arrives or the
+   * connection drops. A call larger than the bound on its own is sent only when nothing waits.
+   */
+  private full(commands: number, key: string): boolean {
+    const conn = this.isCluster ? this.clusterMaster(key) : (this.client as Redis);
+    if (conn === undefined) return false;
+    const waiting = conn.commandQueue.length;
+    return waiting > 0 && waiting + commands > this.maxOutstanding;
+  }
+
+  /** The connection to the master serving a key's slot, when the slot map names one. */
+  private clusterMaster(key: string): Redis | undefined {
+    const c = this.client as Cluster;
+    const nodeKey = c.slots[clusterSlot(key)]?.[0];
+    if (nodeKey === undefined) return undefined;
+    for (const n of c.nodes('master')) if (`${n.options.host}:${n.options.port}` === nodeKey) return n;
+    return undefined;
   }
 
   get implicitPipelining(): boolean {
@@ -357,6 +389,7 @@ export class RedisDeployment {
    * settled on its own (eachSettled): an error reply fails its op only.
    */
   private async incrementPipeline(ops: readonly CounterOp[]): Promise<(number | Error)[]> {
+    if (this.full(ops.length * 2, '')) throw this.busy;
     const c = this.client as Redis;
     this.corkForThisTick(c);
     const pending: Promise<number>[] = new Array(ops.length * 2);
@@ -367,8 +400,8 @@ export class RedisDeployment {
         pending[2 * i + 1] = c.expire(op.key, op.expireSeconds);
       }
       const res = await Promise.all(pending);
-      const out = new Array<number>(ops.length);
-      for (let i = 0; i < ops.length; i++) out[i] = res[2 * i];
+      const out = new Array<number | Error>(ops.length);
+      for (let i = 0; i < ops.length; i++) out[i] = countOf(res[2 * i]);
       return out;
     } catch (err) {
       if (pending[pending.length - 1] === undefined) throw cacheError('redis INCRBY/EXPIRE failed', err);
@@ -406,6 +439,7 @@ export class RedisDeployment {
   }
 
   private async execClusterGroup(c: Cluster, ops: readonly CounterOp[]): Promise<(number | Error)[]> {
+    if (this.full(ops.length * 2, ops[0]!.key)) throw this.busy;
     const p = c.pipeline();
     for (let i = 0; i < ops.length; i++) {
       p.incrby(ops[i].key, sentHits(ops[i].hits));
@@ -423,6 +457,10 @@ export class RedisDeployment {
   // --- implicit pipelining (REDIS_PIPELINE_WINDOW / REDIS_PIPELINE_LIMIT) ---------------------------
 
   private enqueue(ops: readonly CounterOp[]): Promise<(number | Error)[]> {
+    // The cluster's groups are checked per master when the window flushes (execClusterGroup).
+    if (!this.isCluster && this.full(this.queuedCommands + ops.length * 2, '')) {
+      return Promise.reject(this.busy);
+    }
     return new Promise<(number | Error)[]>((resolve, reject) => {
       this.queue.push({ ops, resolve, reject });
       this.queuedCommands += ops.length * 2;
@@ -498,6 +536,10 @@ export class RedisDeployment {
       const r = results[i]!;
       if (r instanceof ResendThroughIoredis) (idx ??= []).push(i);
       else if (r instanceof Error) throw r;
+      else {
+        const v = verdictOf(r, checks[i]!);
+        if (v instanceof Error) throw v;
+      }
     }
     if (idx) {
       // As EVAL, which carries the script: under repeated SCRIPT FLUSH an EVALSHA resent by ioredis can
@@ -509,7 +551,11 @@ export class RedisDeployment {
           return c.call('EVAL', LIMIT_SCRIPT, check.keys.length, ...check.keys, ...check.args);
         }),
       );
-      for (let j = 0; j < idx.length; j++) results[idx[j]!] = again[j] as LimitVerdict;
+      for (let j = 0; j < idx.length; j++) {
+        const v = verdictOf(again[j], checks[idx[j]!]!);
+        if (v instanceof Error) throw v;
+        results[idx[j]!] = v;
+      }
     }
     return results as LimitVerdict[];
   }
@@ -540,7 +586,9 @@ export class RedisDeployment {
     }
     let idx: number[] | undefined;
     for (let i = 0; i < results.length; i++) {
-      if (results[i] instanceof ResendThroughIoredis) (idx ??= []).push(i);
+      const r = results[i]!;
+      if (r instanceof ResendThroughIoredis) (idx ??= []).push(i);
+      else if (!(r instanceof Error)) results[i] = verdictOf(r, checks[i]!);
     }
     if (idx) {
       // As EVAL (see evaluateDirect), each settled on its own.
@@ -553,7 +601,8 @@ export class RedisDeployment {
       );
       for (let j = 0; j < idx.length; j++) {
         const s = again[j]!;
-        results[idx[j]!] = s.status === 'fulfilled' ? (s.value as LimitVerdict) : scriptFailure(s.reason);
+        results[idx[j]!] =
+          s.status === 'fulfilled' ? verdictOf(s.value, checks[idx[j]!]!) : scriptFailure(s.reason);
       }
     }
     return results;
@@ -563,19 +612,29 @@ export class RedisDeployment {
   private async evaluateViaIoredisEach(checks: readonly LimitCheck[]): Promise<(LimitVerdict | Error)[]> {
     if (!this.isCluster) this.corkForThisTick(this.client as Redis);
     const pending = new Array<Promise<LimitVerdict[]>>(checks.length);
-    for (let i = 0; i < checks.length; i++) pending[i] = runLimitScripts(this.client, [checks[i]!]);
+    for (let i = 0; i < checks.length; i++) {
+      const check = checks[i]!;
+      pending[i] = this.full(1, check.keys[0]!)
+        ? Promise.reject(this.busy)
+        : runLimitScripts(this.client, [check]);
+    }
     const settled = await Promise.allSettled(pending);
     const out = new Array<LimitVerdict | Error>(checks.length);
     for (let i = 0; i < checks.length; i++) {
       const s = settled[i]!;
-      out[i] = s.status === 'fulfilled' ? s.value[0]! : scriptFailure(s.reason);
+      out[i] = s.status === 'fulfilled' ? verdictOf(s.value[0], checks[i]!) : scriptFailure(s.reason);
     }
     return out;
   }
 
   private evaluateViaIoredis(checks: readonly LimitCheck[]): Promise<LimitVerdict[]> {
+    if (this.isCluster) {
+      for (let i = 0; i < checks.length; i++) {
+        if (this.full(1, checks[i]!.keys[0]!)) return Promise.reject(this.busy);
+      }
+    } else if (this.full(checks.length, '')) return Promise.reject(this.busy);
     if (!this.isCluster) this.corkForThisTick(this.client as Redis);
-    return runLimitScripts(this.client, checks);
+    return runLimitScripts(this.client, checks).then((v) => verdictsOf(v, checks));
   }
 
   private readonly scriptFailed = (err: unknown): never => {
@@ -585,8 +644,13 @@ export class RedisDeployment {
   /** Current counts (0 when absent), without counting. */
   async get(ops: readonly CounterOp[]): Promise<number[]> {
     try {
+      for (let i = 0; i < ops.length; i++) if (this.full(1, ops[i]!.key)) throw this.busy;
       const values = await this.deadlines.bound(Promise.all(ops.map((op) => this.client.get(op.key))));
-      return values.map((v) => (v === null ? 0 : Number(v)));
+      return values.map((v) => {
+        const count = storedCountOf(v);
+        if (count instanceof Error) throw count;
+        return count;
+      });
     } catch (err) {
       throw cacheError('redis GET failed', err);
     }
@@ -616,13 +680,32 @@ export class RedisDeployment {
   private readonly sawReadOnly = (): void => {
     if (this.demoted || this.closing) return;
     this.demoted = true;
-    this.logger?.error(
-      `redis at ${this.describe()} answers READONLY: it is a replica now, and a single Redis has no other master to follow; its decisions fail (the circuit breaker answers them from the failure mode) and /healthcheck reports the cache not ready until it is a master again`,
-    );
+    if (this.settings.closeConnectionOnReadOnly) {
+      this.logger?.error(
+        `redis at ${this.describe()} answers READONLY: it is a replica now; reconnecting through the address (REDIS_CLOSE_CONNECTION_ON_READONLY_ERROR) until it leads to a master. Meanwhile its decisions fail (the circuit breaker answers them from the failure mode) and /healthcheck reports the cache not ready`,
+      );
+      this.reconnect();
+    } else {
+      this.logger?.error(
+        `redis at ${this.describe()} answers READONLY: it is a replica now, and a single Redis has no other master to follow; its decisions fail (the circuit breaker answers them from the failure mode) and /healthcheck reports the cache not ready until it is a master again (REDIS_CLOSE_CONNECTION_ON_READONLY_ERROR=true reconnects through the address instead, for a name repointed at a new master)`,
+      );
+    }
     this.onRole?.(this.name, true);
     this.roleTimer = setInterval(() => void this.checkRole(), ROLE_CHECK_MS);
     this.roleTimer.unref();
   };
+
+  /**
+   * REDIS_CLOSE_CONNECTION_ON_READONLY_ERROR: drops the connection so that ioredis dials the address
+   * again (a DNS name or Service is resolved anew, a proxy picks its current backend); the direct
+   * counting connection follows ioredis' new one. ROLE is asked as soon as it is ready, so a new master
+   * is found without waiting for a write.
+   */
+  private reconnect(): void {
+    if (this.closing) return;
+    this.client.once('ready', () => void this.checkRole());
+    this.client.disconnect(true);
+  }
 
   private roleChecking = false;
 
@@ -634,7 +717,11 @@ export class RedisDeployment {
     try {
       const role = (await this.deadlines.bound(this.client.call('ROLE'))) as unknown[];
       if (!this.demoted) return true;
-      if (role[0] !== 'master') return false;
+      if (role[0] !== 'master') {
+        // Still a replica behind this connection: dial the address again (at most once per check).
+        if (this.settings.closeConnectionOnReadOnly) this.reconnect();
+        return false;
+      }
       this.demoted = false;
       clearInterval(this.roleTimer);
       this.roleTimer = undefined;
@@ -687,7 +774,7 @@ async function eachSettled(pending: Promise<number>[], n: number): Promise<(numb
   const out = new Array<number | Error>(n);
   for (let i = 0; i < n; i++) {
     const s = settled[2 * i]!;
-    out[i] = s.status === 'fulfilled' ? Number(s.value) : incrbyFailure(s.reason);
+    out[i] = s.status === 'fulfilled' ? countOf(s.value) : incrbyFailure(s.reason);
   }
   return out;
 }

@@ -63,6 +63,16 @@ t.test(
     t.throws(feed(':\r\n'), RespProtocolError);
     t.throws(feed('+ok\rx'), RespProtocolError);
     t.throws(feed(Buffer.alloc(70_000, 0x61).fill('+', 0, 1)), /too long/);
+    // RESP3 types Redis never sends on a RESP2 connection.
+    for (const r of [',1.5\r\n', '%1\r\n+a\r\n:1\r\n', '_\r\n', '#t\r\n', '(12345\r\n', '~1\r\n:1\r\n']) {
+      t.throws(feed(r), RespProtocolError, JSON.stringify(r));
+    }
+    t.throws(feed(':12345678901234567890\r\n'), RespProtocolError, 'an integer past 64 bits');
+    const got: unknown[] = [];
+    new RespReplyReader((v) => got.push(v)).feed(Buffer.from(':9223372036854775807\r\n:-5\r\n'));
+    // The largest as a double near 2^63 (not exact past 2^53): its range is checked where it is used.
+    t.ok((got[0] as number) > 9.2e18 && (got[0] as number) < 1e19, 'the largest 64-bit integer is read');
+    t.equal(got[1], -5, 'a negative integer is read (a count below zero is refused where it is used)');
   },
 );
 

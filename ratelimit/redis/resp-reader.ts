@@ -37,8 +37,9 @@ export class RespReplyReader {
     while (at < n) {
       const type = buf[at];
       if (type === 0x3a /* : */) {
-        // Integers: parsed in place; INCRBY's counts stay far below 2^53 in practice, and the limiter
-        // treats the count as a number as the ioredis path does.
+        // Integers: parsed in place, as doubles (exact below 2^53). Redis's are signed 64-bit, so more
+        // than 19 digits is a protocol error; whether a value is a count in range is checked where it
+        // is used (reply-shapes.ts), as on the ioredis path.
         let i = at + 1;
         let neg = false;
         if (buf[i] === 0x2d) {
@@ -53,7 +54,7 @@ export class RespReplyReader {
           digits++;
         }
         if (i + 1 >= n) break; // the line continues in the next chunk
-        if (digits === 0 || buf[i] !== 0x0d || buf[i + 1] !== 0x0a) {
+        if (digits === 0 || digits > 19 || buf[i] !== 0x0d || buf[i + 1] !== 0x0a) {
           throw new RespProtocolError('malformed integer reply');
         }
         at = i + 2;

@@ -114,3 +114,66 @@ t.test(
     t.throws(() => loadSettings({ REDIS_STARTUP_MAX_INTERVAL: 'soon' }), /REDIS_STARTUP_MAX_INTERVAL/);
   },
 );
+
+t.test(
+  'REDIS_POOL_ON_EMPTY_BEHAVIOR and REDIS_CLUSTER_PIPELINE_PARALLELISM: read with the reference checks',
+  async (t) => {
+    const main = loadSettings({}).redis.main;
+    t.equal(main.poolOnEmptyBehavior, 'WAIT');
+    t.equal(main.clusterPipelineParallelism, 1);
+    t.equal(main.closeConnectionOnReadOnly, false);
+    for (const v of ['CREATE', 'error', 'Create']) {
+      t.throws(
+        () => loadSettings({ REDIS_POOL_ON_EMPTY_BEHAVIOR: v }),
+        { variable: 'REDIS_POOL_ON_EMPTY_BEHAVIOR', message: /not supported.*WAIT/ },
+        `${v} stops the start`,
+      );
+    }
+    for (const v of ['WAIT', 'wait', 'whatever']) {
+      t.equal(
+        loadSettings({ REDIS_POOL_ON_EMPTY_BEHAVIOR: v }).redis.main.poolOnEmptyBehavior,
+        v,
+        `${v} accepted`,
+      );
+    }
+    t.throws(
+      () => loadSettings({ REDIS_PERSECOND: 'true', REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR: 'ERROR' }),
+      { variable: 'REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR', message: /ERROR is not supported/ },
+    );
+    t.doesNotThrow(
+      () => loadSettings({ REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR: 'ERROR' }),
+      'the per-second client is not built without REDIS_PERSECOND: not checked, as the reference',
+    );
+    t.doesNotThrow(
+      () => loadSettings({ BACKEND_TYPE: 'memcache', REDIS_POOL_ON_EMPTY_BEHAVIOR: 'CREATE' }),
+      'no Redis client without the redis backend: not checked',
+    );
+    t.throws(() => loadSettings({ REDIS_CLUSTER_PIPELINE_PARALLELISM: 'two' }), {
+      variable: 'REDIS_CLUSTER_PIPELINE_PARALLELISM',
+      message: /invalid integer/,
+    });
+    t.throws(
+      () =>
+        loadSettings({ REDIS_TYPE: 'cluster', REDIS_URL: 'a:1', REDIS_CLUSTER_PIPELINE_PARALLELISM: '-1' }),
+      { variable: 'REDIS_CLUSTER_PIPELINE_PARALLELISM', message: /must be >= 0/ },
+    );
+    t.equal(
+      loadSettings({ REDIS_CLUSTER_PIPELINE_PARALLELISM: '-1' }).redis.main.clusterPipelineParallelism,
+      -1,
+      'negative is checked only for a cluster, as the reference',
+    );
+    t.equal(
+      loadSettings({ REDIS_PERSECOND: 'true', REDIS_PERSECOND_CLUSTER_PIPELINE_PARALLELISM: '0' }).redis
+        .perSecond!.clusterPipelineParallelism,
+      0,
+    );
+    const both = loadSettings({
+      REDIS_PERSECOND: 'true',
+      REDIS_CLOSE_CONNECTION_ON_READONLY_ERROR: 'true',
+    }).redis;
+    t.ok(
+      both.main.closeConnectionOnReadOnly && both.perSecond!.closeConnectionOnReadOnly,
+      'one setting for both',
+    );
+  },
+);

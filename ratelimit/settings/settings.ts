@@ -35,6 +35,22 @@ export interface RedisSettings {
   staleRequestMs: number;
   /** Ours (<prefix>_DIRECT_COUNTING, default true): INCRBY + EXPIRE on a connection of our own (direct-counter.ts). */
   directCounting: boolean;
+  /**
+   * REDIS_CLOSE_CONNECTION_ON_READONLY_ERROR (both deployments): a `single` Redis answering READONLY is
+   * reconnected to through its address, so a name repointed at the new master is followed.
+   */
+  closeConnectionOnReadOnly: boolean;
+  /**
+   * <prefix>_CLUSTER_PIPELINE_PARALLELISM and <prefix>_POOL_ON_EMPTY_BEHAVIOR: read and checked as the
+   * reference checks them; no effect (ioredis keeps one connection per node: no pool to bound or wait on).
+   */
+  clusterPipelineParallelism: number;
+  poolOnEmptyBehavior: string;
+  /**
+   * Ours (<prefix>_MAX_OUTSTANDING_COMMANDS): commands written to one Redis connection and not yet
+   * answered; past it a new operation fails at once as a cache error instead of queueing behind them.
+   */
+  maxOutstandingCommands: number;
 }
 
 export interface TlsFiles {
@@ -324,9 +340,10 @@ function grpcSettings(r: EnvReader): GrpcSettings {
   return g;
 }
 
-function redisGroupSettings(r: EnvReader): RedisGroupSettings {
+function redisGroupSettings(r: EnvReader, backendType: BackendType): RedisGroupSettings {
+  const closeOnReadOnly = r.bool('REDIS_CLOSE_CONNECTION_ON_READONLY_ERROR', false);
   const g: RedisGroupSettings = {
-    main: redisSettings(r, 'REDIS', '/var/run/nutcracker/ratelimit.sock'),
+    main: redisSettings(r, 'REDIS', '/var/run/nutcracker/ratelimit.sock', closeOnReadOnly),
     perSecond: undefined,
     tlsFiles: {
       clientCert: r.string('REDIS_TLS_CLIENT_CERT', ''),
@@ -344,15 +361,55 @@ function redisGroupSettings(r: EnvReader): RedisGroupSettings {
     startupBackoff: startupBackoff(r),
   };
   // The REDIS_PERSECOND_* variables are read (and so checked) whether or not REDIS_PERSECOND is on.
-  const perSecond = redisSettings(r, 'REDIS_PERSECOND', '/var/run/nutcracker/ratelimitpersecond.sock');
+  const perSecond = redisSettings(
+    r,
+    'REDIS_PERSECOND',
+    '/var/run/nutcracker/ratelimitpersecond.sock',
+    closeOnReadOnly,
+  );
   if (r.bool('REDIS_PERSECOND', false)) g.perSecond = perSecond;
+  // Refused where the reference refuses them: when it builds that Redis client.
+  if (backendType === 'redis') {
+    checkPoolSettings(g.main, 'REDIS');
+    if (g.perSecond) checkPoolSettings(g.perSecond, 'REDIS_PERSECOND');
+  }
   if (g.circuitBreaker.probeIntervalMs < 10) {
     throw new SettingsError('REDIS_CIRCUIT_BREAKER_PROBE_INTERVAL', 'must be at least 10ms');
   }
   return g;
 }
 
-function redisSettings(r: EnvReader, prefix: string, defaultUrl: string): RedisSettings {
+/**
+ * Commands one Redis connection may have unanswered. Far above what a healthy Redis holds at the
+ * benchmark's rates (docs/security.md), and small enough that a stalled Redis holds a bounded amount
+ * of memory in the process.
+ */
+export const DEFAULT_MAX_OUTSTANDING_COMMANDS = 20_000;
+
+/**
+ * The reference's checks of <prefix>_POOL_ON_EMPTY_BEHAVIOR (its Redis client, radix v4, only waits:
+ * CREATE and ERROR stop the start, any other value is accepted) and of
+ * <prefix>_CLUSTER_PIPELINE_PARALLELISM (negative stops a cluster's start).
+ */
+function checkPoolSettings(s: RedisSettings, prefix: string): void {
+  const behavior = s.poolOnEmptyBehavior.toUpperCase();
+  if (behavior === 'CREATE' || behavior === 'ERROR') {
+    throw new SettingsError(
+      `${prefix}_POOL_ON_EMPTY_BEHAVIOR`,
+      `${behavior} is not supported (as in the reference since its Redis client radix v4): remove the setting or set it to WAIT`,
+    );
+  }
+  if (s.type === 'cluster' && s.clusterPipelineParallelism < 0) {
+    throw new SettingsError(`${prefix}_CLUSTER_PIPELINE_PARALLELISM`, 'must be >= 0');
+  }
+}
+
+function redisSettings(
+  r: EnvReader,
+  prefix: string,
+  defaultUrl: string,
+  closeConnectionOnReadOnly: boolean,
+): RedisSettings {
   const s: RedisSettings = {
     socketType: r.oneOf(`${prefix}_SOCKET_TYPE`, 'unix', ['tcp', 'unix'] as const),
     type: r.oneOf(`${prefix}_TYPE`, 'single', ['single', 'sentinel', 'cluster'] as const),
@@ -367,6 +424,12 @@ function redisSettings(r: EnvReader, prefix: string, defaultUrl: string): RedisS
     connectTimeoutMs: 0,
     staleRequestMs: 0,
     directCounting: r.bool(`${prefix}_DIRECT_COUNTING`, true),
+    closeConnectionOnReadOnly,
+    clusterPipelineParallelism: r.int(`${prefix}_CLUSTER_PIPELINE_PARALLELISM`, 1),
+    poolOnEmptyBehavior: r.string(`${prefix}_POOL_ON_EMPTY_BEHAVIOR`, 'WAIT'),
+    maxOutstandingCommands: r.int(`${prefix}_MAX_OUTSTANDING_COMMANDS`, DEFAULT_MAX_OUTSTANDING_COMMANDS, {
+      min: 1,
+    }),
   };
   // "0 means 10 s" (and 30 s) decided here once: the Redis clients read these and make no choice.
   s.connectTimeoutMs = s.timeoutMs > 0 ? s.timeoutMs : 10_000;
@@ -471,7 +534,7 @@ export function loadSettings(env: Env = process.env): Settings {
     requestHeaderRemaining: r.string('LIMIT_REQUEST_REMAINING_HEADER', 'RateLimit-Remaining'),
     requestHeaderReset: r.string('LIMIT_REQUEST_RESET_HEADER', 'RateLimit-Reset'),
 
-    redis: redisGroupSettings(r),
+    redis: redisGroupSettings(r, backendType),
     failureMode: {
       mode: r.oneOf('CACHE_FAILURE_MODE', 'error', FAILURE_MODES),
       localPods: r.int('CACHE_FAILURE_MODE_LOCAL_PODS', 1, { min: 1 }),

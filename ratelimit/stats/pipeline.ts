@@ -4,8 +4,8 @@
 //   USE_STATSD=true      -> StatsD over UDP to STATSD_HOST:STATSD_PORT (the default)
 //   otherwise            -> the log, at debug level (unless Prometheus is the only output)
 //   USE_PROMETHEUS=true  -> in addition, a Prometheus endpoint on PROMETHEUS_ADDR/PROMETHEUS_PATH
-import { readFileSync } from 'node:fs';
-import type { Logger } from '../../common/index.js';
+//                           (PROMETHEUS_MAPPER_YAML read once at start by the bounded file reader)
+import { readBoundedFileSync, type Logger } from '../../common/index.js';
 import type { Env, Settings } from '../settings/index.js';
 import { StatsFlusher } from './flusher.js';
 import { LoggingSink } from './logging-sink.js';
@@ -14,6 +14,9 @@ import { PrometheusSink } from './prometheus/prometheus-sink.js';
 import type { StatsSink } from './sink.js';
 import { DogStatsdSink, StatsdSink } from './statsd-sink.js';
 import type { StatsStore } from './store.js';
+
+/** Bound on PROMETHEUS_MAPPER_YAML (a mapping is a few kilobytes). */
+export const MAPPER_FILE_MAX_BYTES = 1024 * 1024;
 
 export interface StatsPipeline {
   flusher: StatsFlusher;
@@ -53,7 +56,7 @@ export function createStatsPipeline(
         addr: settings.prometheusAddr,
         path: settings.prometheusPath,
         mappingYaml: settings.prometheusMapperYaml
-          ? readFileSync(settings.prometheusMapperYaml, 'utf8')
+          ? readBoundedFileSync(settings.prometheusMapperYaml, { maxBytes: MAPPER_FILE_MAX_BYTES }).toString()
           : undefined,
         extraTags,
         logger,

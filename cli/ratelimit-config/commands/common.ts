@@ -4,8 +4,13 @@
 import { readFileSync } from 'node:fs';
 import { parseEnv } from 'node:util';
 import { loadSettings, type Settings } from '../../../ratelimit/settings/index.js';
-import { buildConfigSet, hasErrors, type ConfigSet, type Problem } from '../config-set.js';
-import { readSources } from '../sources.js';
+import {
+  buildConfigSet,
+  hasErrors,
+  problemLine,
+  readSources,
+  type ConfigSet,
+} from '../../../control-plane/config-set/index.js';
 import { UsageError } from '../../../common/index.js';
 
 export interface Io {
@@ -27,18 +32,7 @@ export const COMMON = {
   help: { type: 'boolean', short: 'h' },
 } as const;
 
-export function problemLine(p: Problem, format: string): string {
-  const field = p.field === '' ? '' : `${p.field}: `;
-  if (format === 'github') {
-    const esc = (s: string) => s.replace(/%/g, '%25').replace(/\r/g, '%0D').replace(/\n/g, '%0A');
-    const prop = (s: string) => esc(s).replace(/:/g, '%3A').replace(/,/g, '%2C');
-    return `::${p.severity} file=${prop(p.file)},line=${p.line},col=${p.col},title=${prop(`ratelimit-config: document ${p.document}`)}::${esc(field + p.message)}`;
-  }
-  if (format === 'annotations') {
-    return `${p.file}:${p.line}:${p.col}: ${p.severity === 'warning' ? 'warning: ' : ''}${field}${p.message}`;
-  }
-  return `${p.severity}: ${p.file} (document ${p.document}, line ${p.line}) ${field}${p.message}`;
-}
+export { problemLine };
 
 export function loadSet(
   paths: readonly string[],
@@ -58,7 +52,7 @@ export function loadSet(
 export function requireValid(set: ConfigSet, what: string, io: Io): boolean {
   if (!hasErrors(set)) return true;
   io.err(`${what}: the config is invalid:\n`);
-  for (const p of set.problems) if (p.severity === 'error') io.err(`  ${problemLine(p, 'annotations')}\n`);
+  for (const p of set.problems) if (p.severity === 'error') io.err(`${problemLine(p)}\n`);
   return false;
 }
 

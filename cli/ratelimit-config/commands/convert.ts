@@ -4,7 +4,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { convertSources } from '../convert.js';
-import { readSources } from '../sources.js';
+import { readSources } from '../../../control-plane/config-set/index.js';
 import { COMMON, problemLine, UsageError, type Io } from './common.js';
 
 export const options = { ...COMMON, out: { type: 'string' } } as const;

@@ -2,7 +2,7 @@
 // cache key; for each --bucket, the descriptor it matches as, and with --rlqs-url the live assignments.
 import { parseArgs } from 'node:util';
 import type { Settings } from '../../../ratelimit/settings/index.js';
-import { compileSet } from '../config-set.js';
+import { compileSet } from '../../../control-plane/config-set/index.js';
 import { Explainer, formatExplanations, parseDescriptor } from '../explain.js';
 import {
   type BucketReading,

@@ -1,9 +1,13 @@
 // ratelimit-config validate: every problem of a config set (and of its quota buckets), as text, JSON or
 // CI annotations; exit 1 when it has an error or holds no config.
 import { parseArgs } from 'node:util';
-import { hasErrors } from '../config-set.js';
+import {
+  expandPaths,
+  hasErrors,
+  PROBLEM_FORMATS,
+  RLC_KIND,
+} from '../../../control-plane/config-set/index.js';
 import { bucketProblems } from '../explain-bucket.js';
-import { expandPaths, RLC_KIND } from '../sources.js';
 import { COMMON, loadSet, problemLine, UsageError, type Io } from './common.js';
 
 export const options = { ...COMMON, rlqs: { type: 'boolean' } } as const;
@@ -11,8 +15,7 @@ export const options = { ...COMMON, rlqs: { type: 'boolean' } } as const;
 export function run(args: string[], io: Io): number {
   const { values, positionals } = parseArgs({ args, options, allowPositionals: true });
   const format = values.format ?? 'text';
-  if (!['text', 'json', 'annotations', 'github'].includes(format))
-    throw new UsageError(`unknown --format ${format}`);
+  if (![...PROBLEM_FORMATS, 'json'].includes(format)) throw new UsageError(`unknown --format ${format}`);
   if (positionals.length > 0 && expandPaths(positionals).length === 0) {
     // Fails closed: a typo in a CI path must not pass as "nothing wrong".
     io.err(`ratelimit-config validate: no YAML file (*.yaml, *.yml) in ${positionals.join(', ')}\n`);
