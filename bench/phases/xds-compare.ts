@@ -154,7 +154,7 @@ export async function measureXdsServer(
         );
   let podsProc: LineChild | undefined;
   try {
-    const port = (await srv.expect('PORT ', 60_000)).slice(5);
+    const port = (await srv.expect('PORT ', 180_000)).slice(5);
     const pid = srv.proc.pid!;
     await cpuAtRest(pid);
     const rss0 = rssMiB(pid);
