@@ -19,6 +19,10 @@ export interface BenchOptions {
   /** Unrecorded load per service and workload before the first round (JIT warm-up). */
   warmupPassMs: number;
   latencyWorkloads: WorkloadName[];
+  /** config-memory: descriptor counts of the generated configs (`--config-sizes=1,1000,10000,100000`), and
+   *  the services started per count (`--config-memory-rounds`). */
+  configSizes: number[];
+  configMemoryRounds: number;
   /** Distinct keys sent for the RSS figure. */
   rssKeys: number;
   reloads: number;
@@ -107,6 +111,10 @@ export function parseArgs(argv: string[], phaseNames: readonly string[]): BenchO
     latencyDurationMs: Number(get('latency-duration') ?? (quick ? 3 : 5)) * 1000,
     warmupPassMs: quick ? 1000 : 3000,
     latencyWorkloads: (list(get('latency-workloads')) as WorkloadName[] | undefined) ?? ['hot', 'uniform'],
+    configSizes: (
+      list(get('config-sizes')) ?? (quick ? ['1', '1000', '10000'] : ['1', '1000', '10000', '100000'])
+    ).map(Number),
+    configMemoryRounds: Number(get('config-memory-rounds') ?? (quick ? 1 : 2)),
     rssKeys: Number(get('rss-keys') ?? (quick ? 50_000 : 1_000_000)),
     reloads: Number(get('reloads') ?? (quick ? 2 : 3)),
     xdsClients: Number(get('xds-clients') ?? 500),

@@ -207,3 +207,36 @@ t.test('the service and the control plane say the same about the same bad files'
   t.same(refusing.cp.rejected, [tooLarge], 'the control plane refuses the large file');
   t.same(refusing.svc.rejected, [tooLarge], 'the service refuses it with the same words');
 });
+
+t.test(
+  'a skipped file is said once, through the re-reads of a failing group and later rescans',
+  async (t) => {
+    const dir = tempDir(t);
+    put(dir, 'a.yaml', plain('a', 1).replace('minute', 'fortnight'));
+    mkfifo(join(dir, 'fifo.yaml'));
+    t.teardown(() => release(join(dir, 'fifo.yaml')));
+    const { log, lines } = recordingLogger();
+    const src = new DirectoryConfigSource({
+      dir,
+      cache: new InMemorySnapshotCache(),
+      rescanIntervalMs: 0,
+      rereadDelayMs: 20,
+      rereadAttempts: 3,
+      logger: log,
+    });
+    (src as unknown as { watchDirs(): void }).watchDirs = () => {};
+    t.teardown(() => src.close());
+    let rereads = 0;
+    src.on('reread', () => rereads++);
+    const rejected = new Promise((r) => src.once('rejected', r));
+    await src.start();
+    await rejected;
+    for (let i = 0; i < 3; i++) await src.rescan();
+    t.equal(rereads, 3, 'the failing group was read again');
+    t.same(
+      lines.warn.filter((l) => l.startsWith('config file skipped')),
+      ['config file skipped: fifo.yaml: not a regular file (a FIFO); not read'],
+      'the skip is said once',
+    );
+  },
+);

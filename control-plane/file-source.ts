@@ -217,6 +217,8 @@ export class DirectoryConfigSource extends EventEmitter<DirectorySourceEvents> {
   private readonly ownNodes = new Set<string>();
   /** Per group: re-reads done of content that keeps failing (reset by a load or a rejection). */
   private readonly rereads = new Map<string, number>();
+  /** Per group: the files last said to be skipped. */
+  private readonly skippedLogged = new Map<string, string>();
   private rereadTimer: NodeJS.Timeout | undefined;
   private started = false;
   private closed = false;
@@ -372,6 +374,7 @@ export class DirectoryConfigSource extends EventEmitter<DirectorySourceEvents> {
         this.ownNodes.delete(node);
         this.tried.delete(node);
         this.rereads.delete(node);
+        this.skippedLogged.delete(node);
         this.opts.cache.clearSnapshot(node);
         this.log.info({ node }, 'node directory removed; node falls back to the default snapshot');
       }
@@ -389,6 +392,7 @@ export class DirectoryConfigSource extends EventEmitter<DirectorySourceEvents> {
     const skipped: FileReadError[] = [];
     const failed: FileReadError[] = [];
     for (const name of names) {
+      if (this.closed) break; // close() waits for this scan: it reads no further
       const path = join(dir, name);
       try {
         const text = await readBoundedText(path, {
@@ -427,9 +431,14 @@ export class DirectoryConfigSource extends EventEmitter<DirectorySourceEvents> {
       ...[...skipped, ...failed].map((e) => [e.file, e.message]),
     ]);
     if (this.tried.get(g.node) === fingerprint) return true;
-    for (const e of skipped) {
-      this.log.warn({ node: g.node, file: e.file }, `config file skipped: ${e.message}`);
+    // Said once while the same files are skipped (re-reads of failing content included).
+    const skippedNow = JSON.stringify(skipped.map((e) => e.message));
+    if (skipped.length > 0 && this.skippedLogged.get(g.node) !== skippedNow) {
+      for (const e of skipped) {
+        this.log.warn({ node: g.node, file: e.file }, `config file skipped: ${e.message}`);
+      }
     }
+    this.skippedLogged.set(g.node, skippedNow);
 
     const display = (p: string) => this.display(p);
     try {

@@ -10,7 +10,13 @@ import { freePort, tryConnect } from '../harness/net.js';
 import { startReferenceService, type ReferenceService } from '../harness/reference.js';
 import { startRedis, type RedisServer } from '../harness/redis/index.js';
 import { eventually, startTestApp, type TestApp } from '../ratelimit/test-support.js';
+import * as grpc from '@grpc/grpc-js';
 import { status as GrpcStatus } from '@grpc/grpc-js';
+import {
+  rateLimitServiceDefinition,
+  type WireRateLimitRequest,
+  type WireRateLimitResponse,
+} from '../proto/index.js';
 import { callOnce } from '../cli/ratelimit-client/main.js';
 import { RateLimitApp } from '../ratelimit/app.js';
 import { createLogger } from '../common/index.js';
@@ -94,7 +100,27 @@ descriptors:
   - key: quota
     quota_mode: true
     rate_limit: { unit: hour, requests_per_unit: 1 }
+  - key: refund
+    rate_limit: { unit: hour, requests_per_unit: 5 }
 `;
+
+/** One ShouldRateLimit call with whole descriptors (is_negative_hits included), over our .proto copies. */
+async function grpcCall(dialString: string, request: WireRateLimitRequest): Promise<WireRateLimitResponse> {
+  const Client = grpc.makeGenericClientConstructor(rateLimitServiceDefinition(), 'RateLimitService');
+  const client = new Client(dialString, grpc.credentials.createInsecure()) as unknown as grpc.Client & {
+    ShouldRateLimit(
+      req: WireRateLimitRequest,
+      cb: (err: grpc.ServiceError | null, res?: WireRateLimitResponse) => void,
+    ): void;
+  };
+  try {
+    return await new Promise((resolve, reject) =>
+      client.ShouldRateLimit(request, (err, res) => (err ? reject(err) : resolve(res!))),
+    );
+  } finally {
+    client.close();
+  }
+}
 
 t.test('the same config and requests: where the reference and we agree and differ', async (t) => {
   const redis: RedisServer = await startRedis();
@@ -224,6 +250,40 @@ t.test('the same config and requests: where the reference and we agree and diffe
     t.same(JSON.parse(second.ref.body).statuses[0].code, 'OK');
     t.equal(second.ours.status, 429, 'ours: the only quota descriptor is exhausted, so OVER_LIMIT');
     t.same(JSON.parse(second.ours.body).statuses[0].code, 'OVER_LIMIT');
+  });
+
+  await t.test('differ: a refund (is_negative_hits: upstream main, after the pin)', async (t) => {
+    // Expectation written from upstream main's behaviour, which the pinned binary predates: a
+    // descriptor with is_negative_hits decrements its counter by its hits (floored at 0) on the same
+    // key, and is answered OK. The pin does not know field 4 and counts the hits as consumption.
+    const entries = (who: string) => [{ key: 'refund', value: who }];
+    const request = (who: string, hits: number, isNegativeHits?: boolean): WireRateLimitRequest => ({
+      domain: 'side',
+      descriptors: [
+        { entries: entries(who), hitsAddend: { value: hits }, ...(isNegativeHits ? { isNegativeHits } : {}) },
+      ],
+    });
+    for (const [name, dial] of [
+      ['reference', ref.dial],
+      ['ours', ours.grpcAddress],
+    ] as const) {
+      const used = await grpcCall(dial, request(name, 4));
+      t.equal(used.overallCode, 'OK', `${name}: 4 of 5 used`);
+    }
+    const refRefund = await grpcCall(ref.dial, request('reference', 3, true));
+    t.equal(refRefund.overallCode, 'OVER_LIMIT', 'reference at the pin: the refund is 3 more hits, 7 of 5');
+    const oursRefund = await grpcCall(ours.grpcAddress, request('ours', 3, true));
+    t.equal(oursRefund.overallCode, 'OK', 'ours (upstream main): the refund is OK');
+    t.equal(oursRefund.statuses[0]!.limitRemaining, 4, 'ours: 4 - 3 = 1 used, 4 remain');
+    const rc = redis.client();
+    const [refKey] = await rc.keys(`${refPrefix}side_refund_reference_*`);
+    const [oursKey] = await rc.keys(`${oursPrefix}side_refund_ours_*`);
+    t.equal(await rc.get(refKey!), '7', 'reference: the counter went up');
+    t.equal(await rc.get(oursKey!), '1', 'ours: the same key form, decremented');
+    t.equal(oursKey!.slice(oursPrefix.length).replace('ours', 'reference'), refKey!.slice(refPrefix.length));
+    const clamp = await grpcCall(ours.grpcAddress, request('ours', 100, true));
+    t.equal(clamp.statuses[0]!.limitRemaining, 5, 'ours: floored at 0, as upstream main');
+    t.equal(await rc.get(oursKey!), '0');
   });
 
   await t.test('differ: /json when the cache is down', async (t) => {

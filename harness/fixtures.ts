@@ -32,3 +32,15 @@ export function cfg10kYaml(reloadVersion: number): string {
   out.push('    rate_limit: { unit: hour, requests_per_unit: 0 }');
   return out.join('\n') + '\n';
 }
+
+/**
+ * One domain (`mem`) of `n` top-level descriptors, each with its own limit (`k: v<i>`), one line each
+ * (about 80 bytes: 100,000 descriptors stay under the default CONFIG_YAML_MAX_BYTES). The config
+ * memory benchmark loads it into our service and the reference.
+ */
+export function flatConfigYaml(n: number): string {
+  const out: string[] = ['domain: mem', 'descriptors:'];
+  for (let i = 0; i < n; i++)
+    out.push(`  - {key: k, value: v${i}, rate_limit: {unit: minute, requests_per_unit: 1000}}`);
+  return out.join('\n') + '\n';
+}

@@ -64,6 +64,7 @@ const request = fc.record(
           entries: fc.array(fc.record({ key: text, value: text }, { requiredKeys: [] }), { maxLength: 4 }),
           limit: fc.record({ requestsPerUnit: u32, unit }, { requiredKeys: [] }),
           hitsAddend: fc.record({ value: fc.integer({ min: 0, max: 2 ** 40 }) }, { requiredKeys: [] }),
+          isNegativeHits: fc.boolean(),
         },
         { requiredKeys: [] },
       ),
@@ -327,14 +328,31 @@ t.test(
   },
 );
 
-t.test("a descriptor's is_negative_hits (Envoy's field 4) is skipped, nothing else changes", async (t) => {
-  // domain "d"; descriptor { entries [{k: v}], is_negative_hits: true (field 4, varint 1) }
-  const entry = [0x0a, 0x06, 0x0a, 0x01, 0x6b, 0x12, 0x01, 0x76];
-  const plain = Buffer.from([0x0a, 0x01, 0x64, 0x12, entry.length, ...entry]);
-  const flagged = Buffer.from([0x0a, 0x01, 0x64, 0x12, entry.length + 2, ...entry, 0x20, 0x01]);
-  t.same(decodeRateLimitRequest(flagged), decodeRateLimitRequest(plain));
-  t.same(decodeRateLimitRequest(plain), {
-    domain: 'd',
-    descriptors: [{ entries: [{ key: 'k', value: 'v' }] }],
-  });
-});
+t.test(
+  "a descriptor's is_negative_hits (Envoy's field 4) is read; a long or repeated varint too",
+  async (t) => {
+    // domain "d"; descriptor { entries [{k: v}], is_negative_hits (field 4, varint) }
+    const entry = [0x0a, 0x06, 0x0a, 0x01, 0x6b, 0x12, 0x01, 0x76];
+    const descriptor = (flag: number[]) =>
+      Buffer.from([0x0a, 0x01, 0x64, 0x12, entry.length + flag.length, ...entry, ...flag]);
+    const plain = descriptor([]);
+    t.same(decodeRateLimitRequest(plain), {
+      domain: 'd',
+      descriptors: [{ entries: [{ key: 'k', value: 'v' }] }],
+    });
+    for (const [flag, value] of [
+      [[0x20, 0x01], true],
+      [[0x20, 0x00], false],
+      [[0x20, 0x80, 0x01], true],
+      [[0x20, 0x01, 0x20, 0x00], false],
+      [[0x20, 0x00, 0x20, 0x02], true],
+    ] as const) {
+      const bytes = descriptor([...flag]);
+      const mine = decodeRateLimitRequest(bytes);
+      t.equal(mine.descriptors![0]!.isNegativeHits, value, Buffer.from(flag).toString('hex'));
+      t.same(mine, pbDecodeRequest(bytes), 'as protobufjs reads it');
+    }
+    // field 4 with another wire type is skipped as an unknown field
+    t.same(decodeRateLimitRequest(descriptor([0x22, 0x00])), decodeRateLimitRequest(plain));
+  },
+);

@@ -240,6 +240,9 @@ function decodeDescriptor(sub: ProtoReader, b: RequestBounds, i: number): WireDe
         entries.push(decodeEntry(nested, b, i, entries.length));
       } else if (field === 2) out.limit = decodeLimit(nested, out.limit ?? {});
       else out.hitsAddend = decodeUInt64Value(nested, out.hitsAddend ?? {});
+    } else if (field === 4 && wt === 0) {
+      // is_negative_hits, a bool: any non-zero varint is true, as protobufjs and Go read it.
+      out.isNegativeHits = sub.varint() !== 0;
     } else sub.skip(wt);
   }
   const h = out.hitsAddend?.value;

@@ -20,6 +20,8 @@ export interface WireDescriptor {
   limit?: { requestsPerUnit?: number; unit?: WireUnit | number } | null;
   /** uint64: a bigint only when above 2^53-1 (exact; out of the service's range). */
   hitsAddend?: { value?: number | bigint } | null;
+  /** The hits are a refund: returned to the limit instead of consumed (Envoy's is_negative_hits). */
+  isNegativeHits?: boolean;
 }
 export interface WireRateLimitRequest {
   domain?: string;

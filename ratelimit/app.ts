@@ -239,6 +239,7 @@ export class RateLimitApp {
           mergeDomainConfig: s.mergeDomainConfig,
           yamlLimits: s.configYamlLimits,
           parseTimeoutMs: s.configParseTimeoutMs,
+          maxDescriptors: s.configMaxDescriptors,
           spareWorker: s.configReload.spareWorker,
           logger: this.logger,
         },

@@ -169,8 +169,12 @@ export interface ServiceOptions {
   logName?: string;
   /** Our service only: the bin it runs (default this build's bin/ratelimit.js). */
   bin?: string;
-  /** Extra environment variables (e.g. `REDIS_TYPE=cluster`). */
-  env?: Record<string, string>;
+  /** How often to try the listeners while the service starts (default 50 ms). */
+  pollMs?: number;
+  /** More environment variables for the service (e.g. `REDIS_TYPE=cluster`). */
+  env?: NodeJS.ProcessEnv;
+  /** How long the service may take to listen (default 180 s). */
+  startDeadlineMs?: number;
 }
 
 export class BenchService {
@@ -240,17 +244,18 @@ export class BenchService {
     // Startup took over 60 s twice on the shared machine (load average 15-19, 2026-11-24), most likely
     // because the first config (10k descriptors among the bench domains) is parsed on a nice-19 thread.
     await waitForPort(grpcPort, {
-      deadlineMs: 180_000,
+      deadlineMs: o.startDeadlineMs ?? 180_000,
+      intervalMs: o.pollMs,
       what: `${o.kind} gRPC listener`,
       abort: () => proc.exitReason(),
       context: () => proc.logTail(),
     });
-    await waitForPort(httpPort, { deadlineMs: 10_000, abort: () => proc.exitReason() });
+    await waitForPort(httpPort, { deadlineMs: 10_000, intervalMs: o.pollMs, abort: () => proc.exitReason() });
     return new BenchService(o.kind, proc, grpcPort, httpPort, o.runtime);
   }
 
   /** One ShouldRateLimit call through grpc-js (decision checks and reload probes, not load). */
-  call(r: BenchRequest): Promise<WireRateLimitResponse> {
+  call(r: BenchRequest, deadlineMs = 5000): Promise<WireRateLimitResponse> {
     if (!this.client) {
       const Ctor = grpc.makeGenericClientConstructor(rateLimitServiceDefinition(), 'RateLimitService');
       this.client = new Ctor(this.grpcTarget, grpc.credentials.createInsecure());
@@ -269,7 +274,7 @@ export class BenchService {
       ) => void
     >;
     return new Promise((resolve, reject) =>
-      client.ShouldRateLimit.call(this.client, req, { deadline: Date.now() + 5000 }, (err, res) =>
+      client.ShouldRateLimit.call(this.client, req, { deadline: Date.now() + deadlineMs }, (err, res) =>
         err ? reject(err) : resolve(res),
       ),
     );

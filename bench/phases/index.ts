@@ -2,6 +2,7 @@
 import { algorithmsPhase } from './algorithms.js';
 import { checkPhase } from './check.js';
 import { clusterPhase } from './cluster.js';
+import { configMemoryPhase } from './config-memory.js';
 import { h2loadPhase } from './h2load.js';
 import { jsonPhase } from './json.js';
 import { latencyPhase } from './latency.js';
@@ -33,6 +34,7 @@ export const PHASES: readonly Phase[] = [
   xdsComparePhase,
   rlqsAccuracyPhase,
   clusterPhase,
+  configMemoryPhase,
 ];
 
 export const PHASE_NAMES: string[] = PHASES.map((p) => p.name);

@@ -47,7 +47,7 @@ t.test(
       DESCRIPTOR,
     ]);
     t.equal(noConfig.code, 2);
-    t.match(noConfig.stderr, /--config is required/);
+    t.match(noConfig.stderr, /a config is required: its paths or --config/);
   },
 );
 

@@ -79,6 +79,7 @@ class ReadSlots implements NumberSlots {
     return v === undefined ? undefined : parseStoredBucket(v);
   }
   add(): void {}
+  take(): void {}
   writeBucket(): void {}
 }
 

@@ -87,13 +87,13 @@ examples:
 
 exit status: 0 printed, 1 a key has no source (listed), 2 usage error or invalid config
 `,
-  explain: `usage: ratelimit-config explain --config <paths> --domain D (--descriptor k=v[,k=v...] | --bucket k=v[,k=v...]) [...]
+  explain: `usage: ratelimit-config explain [--config] <paths> --domain D (--descriptor k=v[,k=v...] | --bucket k=v[,k=v...]) [...]
 
 For each descriptor: the entry matched at each level and why, the rule, its limits and algorithm,
 and the keys it is counted under right now; or why nothing matches.
 
 options:
-  --config PATH           files or folders (repeatable)
+  --config PATH           files or folders (repeatable; or give them as arguments)
   --domain D
   --descriptor k=v,...    one request descriptor (repeatable: replaces applies across them)
   --bucket k=v,...        a rate limit quota BucketId (repeatable): the descriptor it is matched as
@@ -107,7 +107,7 @@ options:
   --merge-domain-config
 
 examples:
-  ratelimit-config explain --config examples/config --domain example --descriptor path=/api,user=bob
+  ratelimit-config explain examples/config --domain example --descriptor path=/api,user=bob
   ratelimit-config explain --config deploy/api --domain api --descriptor user=alice --descriptor tenant=acme
   ratelimit-config explain --config deploy/api --domain api --bucket path=/api,tenant=acme --rlqs-url http://127.0.0.1:6070
 
@@ -129,14 +129,14 @@ examples:
 
 exit status: 0 no change, 1 changes, 2 usage error or either side invalid
 `,
-  counters: `usage: ratelimit-config counters get|reset --config <paths> --domain D --descriptor k=v[,k=v...] [...]
+  counters: `usage: ratelimit-config counters get|reset [--config] <paths> --domain D --descriptor k=v[,k=v...] [...]
 
 Reads (get) or deletes (reset --yes) the counters of descriptors in the Redis the service uses, with
 the service's settings: REDIS_TYPE, REDIS_URL, REDIS_SOCKET_TYPE, REDIS_AUTH, REDIS_TLS*,
 REDIS_PERSECOND*, CACHE_KEY_PREFIX, ... from the environment, then --env-file, then --env.
 
 options:
-  --config PATH, --domain D, --descriptor k=v,...   as for explain
+  --config PATH, --domain D, --descriptor k=v,...   as for explain (paths also as arguments after get|reset)
   --env-file FILE         NAME=VALUE lines (repeatable)
   --env NAME=VALUE        one setting (repeatable)
   --timeout SECONDS       bound on the whole command: connecting and reading (default 10)
@@ -144,8 +144,8 @@ options:
   --format text|json
 
 examples:
-  REDIS_SOCKET_TYPE=tcp REDIS_URL=redis:6379 ratelimit-config counters get \\
-    --config deploy/ratelimit --domain example --descriptor remote_address=10.1.2.3
+  REDIS_SOCKET_TYPE=tcp REDIS_URL=redis:6379 ratelimit-config counters get deploy/ratelimit \\
+    --domain example --descriptor remote_address=10.1.2.3
   ratelimit-config counters reset --yes --env-file pod.env --config deploy/api --domain api --descriptor user=alice
 
 exit status: 0 read / deleted, 1 reset deleted nothing, 2 usage error, invalid config or Redis failure

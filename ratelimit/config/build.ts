@@ -7,6 +7,7 @@ import { addFeatures } from './rules.js';
 import { checkedEntry, type CheckedDocument } from './checked.js';
 import type { ConfigDoc } from './validate.js';
 import { CompiledRateLimitConfig } from './matcher.js';
+import { countDescriptors, DescriptorBudget } from './size.js';
 import {
   compileWildcard,
   duplicateKey,
@@ -19,12 +20,16 @@ import {
 /**
  * Builds the compiled configuration from validated documents, in order. A second document for a
  * domain is an error unless `merge`; then its entries join the domain's top level (duplicates of a
- * composite key are still errors).
+ * composite key are still errors). More than `maxDescriptors` descriptors in all is an error
+ * (CONFIG_MAX_DESCRIPTORS), found before anything is compiled.
  */
 export function buildConfig(
   docs: readonly { name: string; doc: ConfigDoc }[],
   merge: boolean,
+  maxDescriptors?: number,
 ): RateLimitConfig {
+  const budget = new DescriptorBudget(maxDescriptors);
+  for (const { name, doc } of docs) budget.add(name, countDescriptors(doc.descriptors));
   const roots = new Map<string, MatchLevel>();
   const features = new Set<ConfigFeature>();
   for (const { name, doc } of docs) {
@@ -51,6 +56,13 @@ function rootOf(roots: Map<string, MatchLevel>, source: string, domain: string, 
 /** Entries indexed between two looks at the clock in buildConfigInSlices (a wildcard's counts 16). */
 const SLICE_CHECK_EVERY = 256;
 
+export interface SlicedBuildOptions {
+  /** The event loop gets a turn whenever a slice has run this long (default 1 ms). */
+  readonly sliceMs?: number;
+  /** CONFIG_MAX_DESCRIPTORS (default DEFAULT_MAX_DESCRIPTORS). */
+  readonly maxDescriptors?: number;
+}
+
 /**
  * buildConfig from checked documents (as the parse worker sends them), in time slices: each top-level
  * entry is indexed by its composite key (a wildcard also by its pattern, in config order) and compiled
@@ -60,8 +72,11 @@ const SLICE_CHECK_EVERY = 256;
 export async function buildConfigInSlices(
   docs: readonly CheckedDocument[],
   merge: boolean,
-  sliceMs = 1,
+  opts: SlicedBuildOptions = {},
 ): Promise<RateLimitConfig> {
+  const sliceMs = opts.sliceMs ?? 1;
+  const budget = new DescriptorBudget(opts.maxDescriptors);
+  for (const doc of docs) budget.add(doc.name, doc.descriptors);
   const roots = new Map<string, MatchLevel>();
   const features = new Set<ConfigFeature>();
   const pending = new PendingEntries();

@@ -6,6 +6,7 @@
 // young-generation collections copied while a 10k-descriptor push compiled (docs/performance.md).
 import type { ConfigFeature } from './types.js';
 import { addFeatures } from './rules.js';
+import { countDescriptors } from './size.js';
 import { compositeKey, type ConfigDoc, type DescriptorDoc } from './validate.js';
 
 export interface CheckedDocument {
@@ -18,6 +19,8 @@ export interface CheckedDocument {
   readonly offsets: Uint32Array;
   /** The features the document's rules use (RateLimitConfig.features). */
   readonly features: readonly ConfigFeature[];
+  /** Its descriptors at every level (the size CONFIG_MAX_DESCRIPTORS bounds). */
+  readonly descriptors: number;
 }
 
 const encoder = new TextEncoder();
@@ -40,6 +43,7 @@ export function toCheckedDocument(name: string, doc: ConfigDoc): CheckedDocument
     json,
     offsets,
     features: [...features],
+    descriptors: countDescriptors(list),
   };
 }
 

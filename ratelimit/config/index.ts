@@ -5,7 +5,8 @@ export { ConfigError } from './errors.js';
 export { loadConfig, compileConfig } from './load.js';
 export { parseYamlSource, parseYamlSourceFully, checkYamlDocument, checkYamlText } from './yaml/read.js';
 export { UNITS, UNIT_NUMBER, UNIT_SECONDS, parseUnit, unitFromNumber } from './units.js';
-export { buildConfigInSlices } from './build.js';
+export { buildConfigInSlices, type SlicedBuildOptions } from './build.js';
+export { DEFAULT_MAX_DESCRIPTORS, countDescriptors } from './size.js';
 export { checkedBuffers, checkedEntry, toCheckedDocument, type CheckedDocument } from './checked.js';
 export { checkDocument } from './validate.js';
 export {

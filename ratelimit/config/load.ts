@@ -18,7 +18,7 @@ export function compileConfig(
     if (document === undefined) throw errors[0] ?? new ConfigError(src.name, '', 'invalid document');
     docs.push({ name: src.name, doc: document });
   }
-  return buildConfig(docs, opts.mergeDomainConfig === true);
+  return buildConfig(docs, opts.mergeDomainConfig === true, opts.maxDescriptors);
 }
 
 /** Parses YAML texts (first document of each), then as compileConfig. */

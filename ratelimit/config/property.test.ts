@@ -364,7 +364,7 @@ t.test(
           const parts = [list.slice(0, split), list.slice(split)].map((descriptors, i) =>
             toCheckedDocument(`gen${i}`, { domain: 'dom', descriptors }),
           );
-          const lazy = await buildConfigInSlices(parts, true, 0);
+          const lazy = await buildConfigInSlices(parts, true, { sliceMs: 0 });
           if (lazy.dump(true) !== eager.dump(true)) return false;
           if (JSON.stringify(lazy.ruleKeyPaths('dom')) !== JSON.stringify(eager.ruleKeyPaths('dom')))
             return false;

@@ -134,4 +134,6 @@ export interface ParsedConfigSource {
 export interface LoadOptions {
   /** MERGE_DOMAIN_CONFIG: several documents may share a domain (their descriptors are merged). */
   readonly mergeDomainConfig?: boolean;
+  /** CONFIG_MAX_DESCRIPTORS: descriptors at every level of every document together (default DEFAULT_MAX_DESCRIPTORS). */
+  readonly maxDescriptors?: number;
 }

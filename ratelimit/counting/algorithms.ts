@@ -15,6 +15,8 @@
 //                  written). The emission interval T = period / r is a rational number of ms, so
 //                  hits * T = (hits * period) div r ms + (hits * period) mod r ticks of 1/r ms, with
 //                  no rounding at any rate; admitted while max(tat, now) + hits * T - now <= burst * T
+// A negative hits argument is a refund of -hits (refundLimitCheck): returned to every limit of the
+// descriptor, each clamped to what that limit holds, so no count goes below zero and no bucket above full.
 // <tagged> is prefix + "{" + domain + "_" + entries + "}": the {hash tag} keeps every key of one
 // descriptor in one Redis Cluster slot, so one script call can touch them all.
 //
@@ -38,7 +40,23 @@ export function taggedKeyBase(prefix: string, domain: string, entries: readonly 
 
 const SUFFIX = ['fw:', 'sw:', 'tb:'] as const;
 
-/** Builds the store request for one descriptor's rule. */
+/**
+ * The store request refunding `hits` to a single fixed window under the reference's own cache key
+ * (the rule is not scripted): evaluated as a one-limit check with negative hits, so the refund is
+ * atomic in the script, and the key is the one reference pods count in.
+ */
+export function buildFixedWindowRefund(
+  key: string,
+  requestsPerUnit: number,
+  unitSeconds: number,
+  perSecond: boolean,
+  hits: number,
+  nowMs: number,
+): LimitCheck {
+  return { keys: [key], args: [nowMs, -hits, 0, requestsPerUnit, unitSeconds * 1000, 0], perSecond };
+}
+
+/** Builds the store request for one descriptor's rule (negative hits: a refund). */
 export function buildLimitCheck(
   tagged: string,
   rule: RateLimitRule,
@@ -92,6 +110,8 @@ export interface NumberSlots {
   read(key: string): number;
   /** Adds to the number (creating it at 0) and sets its time to live. */
   add(key: string, by: number, ttlMs: number): void;
+  /** Subtracts from a number that exists (0 < by <= its value), keeping its time to live. */
+  take(key: string, by: number): void;
   /** A token bucket's TAT, undefined when absent or expired. */
   readBucket(key: string): BucketState | undefined;
   writeBucket(key: string, ms: number, frac: number, den: number, ttlMs: number): void;
@@ -188,6 +208,7 @@ export function evaluateLimitCheck(check: LimitCheck, slots: NumberSlots): Limit
   const keys = check.keys;
   const now = args[0]!;
   const hits = args[1]!;
+  if (hits < 0) return refundLimitCheck(check, slots);
   const n = (args.length - 2) / 4;
   const out: number[] = new Array<number>(1 + 2 * n);
   out[0] = 0;
@@ -300,6 +321,97 @@ export function evaluateLimitCheck(check: LimitCheck, slots: NumberSlots): Limit
       slots.add(keys[k]!, write[3 * i]!, write[3 * i + 1]!);
       k += code === 1 ? 2 : 1;
     }
+  }
+  return out;
+}
+
+/**
+ * A refund of r = -hits to every limit of the descriptor (mirrored by the script's refund branch).
+ * Always admitted (rejectedBy 0); remaining and reset are after the refund. Per limit, clamped to what
+ * it holds, never creating a key:
+ *   fixed_window   the window's count goes down by r, not below 0;
+ *   sliding_window the current window's count goes down first, then the previous window's, neither
+ *                  below 0 (hits admitted in the previous window still weigh on the estimate);
+ *   token_bucket   the TAT moves back by r emission intervals, not before now (a full bucket).
+ */
+export function refundLimitCheck(check: LimitCheck, slots: NumberSlots): LimitVerdict {
+  const args = check.args;
+  const keys = check.keys;
+  const now = args[0]!;
+  const r = -args[1]!;
+  const n = (args.length - 2) / 4;
+  const out: number[] = new Array<number>(1 + 2 * n);
+  out[0] = 0;
+  let k = 0;
+  for (let i = 0; i < n; i++) {
+    const a = 2 + i * 4;
+    const code = args[a]!;
+    const limit = args[a + 1]!;
+    const period = args[a + 2]!;
+    const burst = args[a + 3]!;
+    let remaining: number;
+    let reset: number;
+    if (code === 0) {
+      const count = slots.read(keys[k]!);
+      const take = Math.min(count, r);
+      if (take > 0) slots.take(keys[k]!, take);
+      remaining = Math.max(limit - (count - take), 0);
+      reset = period - (now % period);
+      k += 1;
+    } else if (code === 1) {
+      let cur = slots.read(keys[k]!);
+      let prev = slots.read(keys[k + 1]!);
+      const fromCur = Math.min(cur, r);
+      const fromPrev = Math.min(prev, r - fromCur);
+      if (fromCur > 0) slots.take(keys[k]!, fromCur);
+      if (fromPrev > 0) slots.take(keys[k + 1]!, fromPrev);
+      cur -= fromCur;
+      prev -= fromPrev;
+      const ws = now - (now % period);
+      mulDivMod(prev, period - (now - ws), period);
+      const weighted = quot + (rem > 0 ? 1 : 0);
+      remaining = Math.max(limit - cur - weighted, 0);
+      reset = cur > 0 ? ws + 2 * period - now : prev > 0 ? ws + period - now : 0;
+      k += 2;
+    } else {
+      let dMs = 0;
+      let dTicks = 0;
+      const st = limit === 0 ? undefined : slots.readBucket(keys[k]!);
+      if (st !== undefined) {
+        let w = st.count;
+        let f = st.frac;
+        if (st.den !== limit && f > 0) {
+          w += 1;
+          f = 0;
+        }
+        if (w >= now) {
+          dMs = w - now;
+          dTicks = f;
+        }
+      }
+      if (dMs > 0 || dTicks > 0) {
+        // debt - min(r, burst) * T, as ms + ticks of 1/limit ms, not below 0.
+        mulDivMod(Math.min(r, burst), period, limit);
+        if (dMs > quot || (dMs === quot && dTicks > rem)) {
+          dMs -= quot;
+          dTicks -= rem;
+          if (dTicks < 0) {
+            dMs -= 1;
+            dTicks += limit;
+          }
+        } else {
+          dMs = 0;
+          dTicks = 0;
+        }
+        const ttl = Math.min(Math.max(dMs + (dTicks > 0 ? 1 : 0), MIN_BUCKET_TTL_MS), MAX_TTL_MS);
+        slots.writeBucket(keys[k]!, now + dMs, dTicks, limit, ttl);
+      }
+      remaining = limit === 0 ? 0 : burst - hitsCovering(dMs, dTicks, limit, period, burst);
+      reset = Math.min(dMs + (dTicks > 0 ? 1 : 0), MAX_TTL_MS);
+      k += 1;
+    }
+    out[1 + 2 * i] = remaining;
+    out[2 + 2 * i] = reset;
   }
   return out;
 }

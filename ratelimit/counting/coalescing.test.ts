@@ -215,3 +215,21 @@ t.test("with a store call in flight, the turn's increments wait and go as one", 
   t.equal(calls.length, 2, 'one more store call for both');
   t.same(calls[1], [op('hot', 3)]);
 });
+
+t.test('a refund (negative hits) is never merged into the increments of its key', async (t) => {
+  const mem = new MemoryCounterStore();
+  t.teardown(() => mem.close());
+  await mem.increment([op('k', 2)]);
+  const { store, calls } = recording(mem);
+  const c = new CoalescingCounterStore(store);
+  const results = await Promise.all([
+    c.increment([op('k', 3)]),
+    c.increment([op('k', -10)]),
+    c.increment([op('k', 1)]),
+  ]);
+  t.equal(calls.length, 1, 'one store call for the turn');
+  t.same(calls[0], [op('k', 4), op('k', -10)], 'the increments merged, the refund its own op');
+  // The memory store runs ops in order: +4 (to 6), then the refund floored at 0.
+  t.same(results, [[5], [0], [6]], 'each caller the count of its own op');
+  t.same(await mem.get([op('k')]), [0], 'the refund was clamped at 0, not netted against the increments');
+});

@@ -8,6 +8,8 @@
 // The merged hits saturate at MAX_OP_HITS (store.ts): more than any limit, so every caller past it is over
 // limit as it would be unmerged, and no sum of callers' hits reaches Redis's integer range or loses
 // precision as a JS number. One caller's huge hits thus cannot make the turn's INCRBY fail for the others.
+// A refund (an op with negative hits) is never merged: the store floors it at 0, so a refund merged with
+// increments would return less (or more) than it asked. It goes out in the same flush, as its own op.
 import { CheckBatcher } from './check-batcher.js';
 import { scheduleTurnFlush } from './turn.js';
 import {
@@ -46,6 +48,8 @@ interface Batch {
 
 export class CoalescingCounterStore implements CounterStore {
   private pending = new Map<string, Batch>();
+  /** Refunds (negative hits) of this turn, each its own op. */
+  private refunds: Batch[] = [];
   private scheduled = false;
   /** Store calls sent and not yet settled. */
   private inFlight = 0;
@@ -90,6 +94,11 @@ export class CoalescingCounterStore implements CounterStore {
       };
       for (let i = 0; i < ops.length; i++) {
         const op = ops[i];
+        if (op.hits < 0) {
+          const waiter: Waiter = { index: i, upto: op.hits, request };
+          this.refunds.push({ ...op, waiters: [waiter] });
+          continue;
+        }
         const b = this.pending.get(op.key);
         if (b === undefined) {
           const hits = op.hits < MAX_OP_HITS ? op.hits : MAX_OP_HITS;
@@ -119,10 +128,12 @@ export class CoalescingCounterStore implements CounterStore {
 
   private flush(): void {
     this.scheduled = false;
-    const batches: Batch[] = new Array(this.pending.size);
+    const batches: Batch[] = new Array(this.pending.size + this.refunds.length);
     let k = 0;
     for (const b of this.pending.values()) batches[k++] = b;
+    for (const b of this.refunds) batches[k++] = b;
     this.pending = new Map();
+    if (this.refunds.length > 0) this.refunds = [];
     // The store sees plain ops (not the batches: it must not hold on to their waiters).
     const ops: CounterOp[] = new Array(batches.length);
     for (let j = 0; j < batches.length; j++) {

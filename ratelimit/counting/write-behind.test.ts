@@ -269,3 +269,39 @@ t.test('get adds the hits not yet sent', async (t) => {
   t.same(await wb.get([op('k')]), [5], 'local estimate');
   t.same(await wb.get([op('k'), op('other')]), [5, 0], 'from the store plus unsent hits');
 });
+
+t.test('a refund takes back unsent hits first, then the store; the estimate follows', async (t) => {
+  const mem = new MemoryCounterStore();
+  const rec = recording(mem);
+  const wb = new WriteBehindCounterStore(rec.store, big);
+  t.teardown(() => wb.close());
+  t.same(await wb.increment([op('k', 4)]), [4], 'first sight: the store counts');
+  t.same(await wb.increment([op('k', 3)]), [7], 'decided locally, 3 unsent');
+  t.same(await wb.increment([op('k', -2)]), [5], 'a refund of 2 taken from the unsent hits');
+  t.same(rec.calls.at(-1), [op('k', 0)], 'nothing refunded in the store (a read of the key)');
+  t.same(await wb.increment([op('k', -3)]), [2], 'the last unsent hit, then 2 from the store');
+  t.same(rec.calls.at(-1), [op('k', -2)]);
+  t.same(await mem.get([op('k')]), [2], 'the store holds 2');
+  t.same(await wb.increment([op('k')]), [3], 'the estimate continues from the store after the refund');
+  await wb.flush();
+  t.same(await mem.get([op('k')]), [3], 'converged');
+});
+
+t.test("a fixed window's refund check (evaluate) is netted against unsent hits too", async (t) => {
+  const mem = new MemoryCounterStore();
+  const wb = new WriteBehindCounterStore(mem, big);
+  t.teardown(() => wb.close());
+  await wb.increment([op('k', 2)]);
+  await wb.increment([op('k', 3)]);
+  // buildFixedWindowRefund's layout: [now, -hits, code 0, limit, period, burst 0]
+  const refund = (hits: number) => ({
+    keys: ['k'],
+    args: [Date.now(), -hits, 0, 10, 60_000, 0],
+    perSecond: false,
+  });
+  const [v] = await wb.evaluate!([refund(4)]);
+  t.equal(v![0], 0, 'admitted');
+  t.equal(v![1], 9, 'remaining: 10 - (2 in the store - 1 refunded there)');
+  t.same(await mem.get([op('k')]), [1], 'the store gave back what the unsent hits could not');
+  t.same(await wb.increment([op('k')]), [2], 'the estimate is the store count plus the new hit');
+});

@@ -12,6 +12,10 @@
 //   synchronously, exactly as without this mode).
 // - SECOND-unit keys and scripted algorithms (evaluate) always go to the inner store: a one-second window
 //   is no longer than the interval, and sliding windows / token buckets admit per hit atomically.
+// - A refund of a key decided here (a fixed-window refund check, or an op with negative hits) first takes
+//   back this pod's hits not yet sent, exactly; only the rest goes to the inner store, and the key's known
+//   count is lowered to what the store answers. So a refund is never lost against hits still waiting
+//   here, and the local estimate never drops below the store's count plus the hits not yet sent.
 // - A flush that fails, or that is still unanswered when the next one is due, switches the whole store to
 //   synchronous counting until the inner store answers again, so the circuit breaker and the failure
 //   modes decide exactly as without this mode. The failed keys' unsent hits are dropped (counted).
@@ -129,7 +133,7 @@ export class WriteBehindCounterStore implements CounterStore {
     /** The clock of the idle drop (injectable for tests). */
     private readonly nowMs: () => number = Date.now,
   ) {
-    if (inner.evaluate) this.evaluate = (checks) => inner.evaluate!(checks);
+    if (inner.evaluate) this.evaluate = (checks) => this.evaluateWithRefunds(checks);
     this.idleMs = idleMs(settings.intervalMs);
     if (stats) {
       this.stats = {
@@ -171,7 +175,7 @@ export class WriteBehindCounterStore implements CounterStore {
     for (let i = 0; i < n; i++) {
       const op = ops[i];
       const e = bypass || op.perSecond ? undefined : this.entries.get(op.key);
-      if (e === undefined) {
+      if (e === undefined || op.hits < 0) {
         (syncIdx ??= []).push(i);
         continue;
       }
@@ -198,8 +202,23 @@ export class WriteBehindCounterStore implements CounterStore {
     idx: readonly number[],
     out: (number | Error)[],
   ): Promise<(number | Error)[]> {
-    const sent = idx.length === ops.length ? ops : idx.map((i) => ops[i]);
+    let sent = idx.length === ops.length ? ops : idx.map((i) => ops[i]);
+    // Refunds take back this pod's unsent hits of their key first; a refund fully taken is answered here.
+    let local: number[] | undefined;
+    for (let j = 0; j < sent.length; j++) {
+      const op = sent[j];
+      if (op.hits >= 0) continue;
+      const e = this.entries.get(op.key);
+      if (e === undefined || e.pending === 0) continue;
+      const taken = Math.min(e.pending, -op.hits);
+      e.pending -= taken;
+      if (sent === ops) sent = ops.slice();
+      (sent as CounterOp[])[j] = { ...op, hits: op.hits + taken };
+      if (op.hits + taken === 0) (local ??= []).push(j);
+    }
     const results = await this.innerEach(sent);
+    if (local !== undefined)
+      for (const j of local) if (results[j] instanceof Error) results[j] = this.estimate(sent[j]);
     let answered = false;
     for (let j = 0; j < idx.length; j++) {
       const r = results[j];
@@ -215,11 +234,55 @@ export class WriteBehindCounterStore implements CounterStore {
     return out;
   }
 
+  /**
+   * evaluate, forwarded, with the refunds of fixed-window keys decided here (buildFixedWindowRefund's
+   * one-limit checks) netted against their unsent hits first; the remaining they report then counts
+   * those hits still waiting here.
+   */
+  private async evaluateWithRefunds(checks: readonly LimitCheck[]): Promise<LimitVerdict[]> {
+    let sent = checks;
+    let touched: (Entry | undefined)[] | undefined;
+    for (let j = 0; j < checks.length; j++) {
+      const c = checks[j]!;
+      const a = c.args;
+      if (a.length !== 6 || a[1]! >= 0 || a[2] !== 0 || c.keys.length !== 1) continue;
+      const e = this.entries.get(c.keys[0]!);
+      if (e === undefined) continue;
+      (touched ??= new Array<Entry | undefined>(checks.length))[j] = e;
+      const taken = Math.min(e.pending, -a[1]!);
+      if (taken === 0) continue;
+      e.pending -= taken;
+      if (sent === checks) sent = checks.slice();
+      const args = a.slice();
+      args[1] = a[1]! + taken;
+      (sent as LimitCheck[])[j] = { keys: c.keys, args, perSecond: c.perSecond };
+    }
+    const verdicts = await this.inner.evaluate!(sent);
+    if (touched === undefined) return verdicts;
+    for (let j = 0; j < checks.length; j++) {
+      const e = touched[j];
+      if (e === undefined) continue;
+      const v = verdicts[j]!;
+      const remaining = v[1]!;
+      // Below the limit the store's count is exact: the newest known count of the key.
+      if (remaining > 0) e.known = checks[j]!.args[3]! - remaining;
+      v[1] = Math.max(remaining - e.inflight - e.pending, 0);
+    }
+    return verdicts;
+  }
+
+  /** The local estimate of an op's key (0 when it has no entry). */
+  private estimate(op: CounterOp): number {
+    const e = this.entries.get(op.key);
+    return e === undefined ? 0 : e.known + e.inflight + e.pending;
+  }
+
   /** Records a count the store returned; returns the count to decide with (plus hits not yet sent). */
   private learn(op: CounterOp, count: number): number {
     const e = this.entries.get(op.key);
     if (e !== undefined) {
-      if (count > e.known) e.known = count;
+      // After a refund the store's count is the newest known; otherwise counts only grow.
+      if (count > e.known || op.hits < 0) e.known = count;
       e.lastHitMs = this.nowMs();
       // Our unsent hits are not in the store's count yet: deciding without them would under-count.
       return count + e.pending + e.inflight;

@@ -2,10 +2,13 @@
 // per-descriptor statuses and rule statistics exactly as the reference's base limiter does.
 // Rules with another algorithm or several limits (rule.scripted) go to the store's evaluate (one
 // atomic call per descriptor, counting/algorithms.ts) in parallel with the fixed-window increments.
+// A refund (is_negative_hits) returns its hits to the descriptor's limits, clamped to what they hold, and
+// is always answered OK: through evaluate where the store has it (fixed windows on the reference's key),
+// otherwise as a counter op with negative hits (memcache's decr); see refund().
 import type { FailureMode, LimitMatch, LimitSpec, RateLimitRule } from '../config/index.js';
 import type { WireDescriptorStatus, WireRateLimit } from '../../proto/index.js';
 import type { StatsStore } from '../stats/index.js';
-import { buildLimitCheck, taggedKeyBase } from '../counting/index.js';
+import { buildFixedWindowRefund, buildLimitCheck, taggedKeyBase } from '../counting/index.js';
 import { cacheKey } from './cache-key.js';
 import { VerdictStatuses } from './verdict-status.js';
 import type { LocalOverLimitCache } from './local-cache.js';
@@ -56,6 +59,8 @@ export interface LimitRun {
   readonly anyLocalOver: boolean;
   readonly keyCount: number;
   readonly scripted: number[] | undefined;
+  /** The descriptors whose hits are a refund (is_negative_hits), decided by refund(). */
+  readonly refunds: number[] | undefined;
   ops: readonly CounterOp[];
   opIndex: readonly number[];
   /** The fixed-window ops are sent (or there are none): finish() may follow `counting`. */
@@ -67,6 +72,12 @@ export interface LimitRun {
 const NO_OPS: readonly CounterOp[] = [];
 const NO_INDEX: readonly number[] = [];
 const NO_COUNTS: readonly (number | Error)[] = [];
+
+/**
+ * How long a pod keeps a rule's key in the local over-limit cache once it has answered a refund on that
+ * rule: refunds answered by other pods can bring the key back under its limit at any time.
+ */
+export const REFUNDED_LOCAL_CACHE_SECONDS = 1;
 
 const OK_NO_LIMIT: WireDescriptorStatus = Object.freeze({
   code: 'OK',
@@ -88,6 +99,8 @@ export class Limiter {
   private readonly verdicts: VerdictStatuses;
   private readonly failure: FailureModeSettings;
   private readonly failureStats: FailureModeStats;
+  /** Rules this pod has answered a refund on (REFUNDED_LOCAL_CACHE_SECONDS). */
+  private readonly refundedRules = new WeakSet<RateLimitRule>();
   /** `local` failure mode's counters. */
   readonly localCounter: LocalFallbackCounter;
 
@@ -147,8 +160,9 @@ export class Limiter {
     matches: readonly (LimitMatch | undefined)[],
     hits: readonly number[],
     decidedBy?: (FailureMode | undefined)[],
+    negative?: readonly boolean[],
   ): Promise<WireDescriptorStatus[]> {
-    const run = this.start(domain, matches, hits);
+    const run = this.start(domain, matches, hits, negative);
     if (!run.sent) return this.complete(run, decidedBy);
     return this.finish(run, run.counting === undefined ? NO_COUNTS : await run.counting, decidedBy);
   }
@@ -160,7 +174,13 @@ export class Limiter {
    * finish(); otherwise it calls complete(). The service awaits `counting` in its own async function,
    * so a decision suspends one frame, not two.
    */
-  start(domain: string, matches: readonly (LimitMatch | undefined)[], hits: readonly number[]): LimitRun {
+  start(
+    domain: string,
+    matches: readonly (LimitMatch | undefined)[],
+    hits: readonly number[],
+    /** Per descriptor: its hits are a refund (is_negative_hits); undefined when none is. */
+    negative?: readonly boolean[],
+  ): LimitRun {
     const now = this.nowSeconds();
     const n = matches.length;
     const keys: (string | undefined)[] = new Array(n);
@@ -169,10 +189,17 @@ export class Limiter {
     let anyLocalOver = false;
     let keyCount = 0;
     let scripted: number[] | undefined;
+    let refunds: number[] | undefined;
 
     for (let i = 0; i < n; i++) {
       const m = matches[i];
       if (!m) continue;
+      if (negative !== undefined && negative[i]) {
+        // Not a hit: counted apart, never in the local cache nor in STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT.
+        this.stats.ruleStats(m.statKey).totalNegativeHits.inc(hits[i]);
+        (refunds ??= []).push(i);
+        continue;
+      }
       this.stats.ruleStats(m.statKey).totalHits.inc(hits[i]);
       if (m.rule.scripted) {
         // Decided by evaluate(); takes part in STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT as a receiver.
@@ -198,18 +225,21 @@ export class Limiter {
       anyLocalOver,
       keyCount,
       scripted,
+      refunds,
       ops: NO_OPS,
       opIndex: NO_INDEX,
       sent: false,
       counting: undefined,
     };
-    if (!this.stopIncrementWhenOverlimit && scripted === undefined) this.send(run, hits);
+    if (!this.stopIncrementWhenOverlimit && scripted === undefined && refunds === undefined) {
+      this.send(run, hits);
+    }
     return run;
   }
 
   /** The rest of doLimit after start() when it did not send: the probe, the counts, the statuses. */
   async complete(run: LimitRun, decidedBy?: (FailureMode | undefined)[]): Promise<WireDescriptorStatus[]> {
-    const { domain, matches, hits, scripted } = run;
+    const { domain, matches, hits, scripted, refunds } = run;
     // Hits sent to the store per descriptor (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT may zero some).
     const storeHits = this.stopIncrementWhenOverlimit
       ? await this.stopIncrementProbe(matches, run.keys, hits, run.anyLocalOver, run.keyCount)
@@ -222,12 +252,15 @@ export class Limiter {
           (err: unknown) => (err instanceof Error ? err : new Error(String(err))),
         )
       : undefined;
+    const refunding = refunds ? this.refund(run, refunds) : undefined;
     const counts = run.counting ? await run.counting : NO_COUNTS;
     const decided = verdicts ? await verdicts : undefined;
+    const refunded = refunding ? await refunding : undefined;
     const statuses = this.finish(run, counts, decidedBy);
     if (scripted && decided !== undefined) {
       this.scriptedStatuses(statuses, domain, matches, scripted, decided, hits, run.now, decidedBy);
     }
+    if (refunds && refunded !== undefined) this.refundStatuses(statuses, run, refunds, refunded, decidedBy);
     return statuses;
   }
 
@@ -242,7 +275,7 @@ export class Limiter {
     let nOps = 0;
     for (let i = 0; i < n; i++) {
       const m = matches[i];
-      if (!m || localOver?.[i] || m.rule.scripted) continue;
+      if (!m || localOver?.[i] || m.rule.scripted || keys[i] === undefined) continue;
       let expire = m.rule.unitSeconds;
       if (this.jitterMax > 0) expire += Math.floor(this.random() * this.jitterMax);
       ops[nOps] = {
@@ -374,7 +407,7 @@ export class Limiter {
       const probeIndex: number[] = [];
       for (let i = 0; i < n; i++) {
         const m = matches[i];
-        if (!m || m.rule.scripted) continue;
+        if (!m || m.rule.scripted || keys[i] === undefined) continue;
         probe.push({ key: keys[i]!, hits: 0, expireSeconds: 0, perSecond: m.rule.unit === 'SECOND' });
         probeIndex.push(i);
       }
@@ -422,6 +455,110 @@ export class Limiter {
       );
     }
     return this.store.evaluate(checks);
+  }
+
+  /**
+   * The refunds of a run, one store call for all of them: per refund its verdict (evaluate: scripted
+   * rules, and fixed windows as a one-limit check on the reference's key), its count after the refund
+   * (a store without evaluate, memcache: an op with negative hits), or its error.
+   */
+  private refund(run: LimitRun, refunds: readonly number[]): Promise<(LimitVerdict | number | Error)[]> {
+    const { domain, matches, hits, now } = run;
+    const store = this.store;
+    if (store.evaluate !== undefined) {
+      const nowMs = this.nowMs();
+      const checks: LimitCheck[] = new Array(refunds.length);
+      for (let j = 0; j < refunds.length; j++) {
+        const i = refunds[j]!;
+        const m = matches[i]!;
+        const rule = m.rule;
+        checks[j] = rule.scripted
+          ? buildLimitCheck(taggedKeyBase(this.prefix, domain, m.keyEntries), rule, -hits[i]!, nowMs)
+          : buildFixedWindowRefund(
+              cacheKey(this.prefix, domain, m.keyEntries, rule.unitSeconds, now),
+              rule.requestsPerUnit,
+              rule.unitSeconds,
+              rule.unit === 'SECOND',
+              hits[i]!,
+              nowMs,
+            );
+      }
+      return storeCall(() => store.evaluate!(checks)).then(
+        (v) => v,
+        (err: unknown) => checks.map(() => (err instanceof Error ? err : new Error(String(err)))),
+      );
+    }
+    const ops: CounterOp[] = new Array(refunds.length);
+    for (let j = 0; j < refunds.length; j++) {
+      const i = refunds[j]!;
+      const m = matches[i]!;
+      if (m.rule.scripted) {
+        // The service refuses such configurations for this store at load.
+        return Promise.resolve(
+          refunds.map(() => new CacheError('the counter store cannot evaluate this rate limit algorithm')),
+        );
+      }
+      ops[j] = {
+        key: cacheKey(this.prefix, domain, m.keyEntries, m.rule.unitSeconds, now),
+        hits: -hits[i]!,
+        expireSeconds: m.rule.unitSeconds,
+        perSecond: m.rule.unit === 'SECOND',
+      };
+    }
+    return this.count(ops);
+  }
+
+  /**
+   * The refunds' statuses: always OK, with what remains after the refund. A fixed-window key brought
+   * back under its limit leaves this pod's local over-limit cache. A refund the store could not make is
+   * decided by the failure mode: `error` fails the call, the others answer OK without counting.
+   */
+  private refundStatuses(
+    statuses: WireDescriptorStatus[],
+    run: LimitRun,
+    refunds: readonly number[],
+    results: readonly (LimitVerdict | number | Error)[],
+    decidedBy: (FailureMode | undefined)[] | undefined,
+  ): void {
+    const { matches, now } = run;
+    for (let j = 0; j < refunds.length; j++) {
+      const i = refunds[j]!;
+      const m = matches[i]!;
+      const rule = m.rule;
+      const r = results[j]!;
+      if (r instanceof Error) {
+        if (!(r instanceof CacheError)) throw r;
+        const mode = rule.failureMode ?? this.failure.mode;
+        this.failureStats.byMode[mode].inc();
+        if (mode === 'error') throw r;
+        if (decidedBy) decidedBy[i] = mode;
+        statuses[i] = {
+          code: 'OK',
+          currentLimit: this.wireLimit(rule),
+          limitRemaining: 0,
+          durationUntilReset: { seconds: resetSeconds(rule.unitSeconds, now) },
+        };
+        continue;
+      }
+      if (rule.scripted) {
+        statuses[i] = this.verdicts.refundStatus(m, r as LimitVerdict);
+        continue;
+      }
+      const remaining =
+        typeof r === 'number' ? Math.max(rule.requestsPerUnit - r, 0) : (r as LimitVerdict)[1]!;
+      statuses[i] = {
+        code: 'OK',
+        currentLimit: this.wireLimit(rule),
+        limitRemaining: remaining,
+        durationUntilReset: { seconds: resetSeconds(rule.unitSeconds, now) },
+      };
+      if (this.localCache !== undefined) {
+        this.refundedRules.add(rule);
+        if (remaining > 0) {
+          this.localCache.delete(cacheKey(this.prefix, run.domain, m.keyEntries, rule.unitSeconds, now));
+        }
+      }
+    }
   }
 
   /** Counts per op, or the error of each op the store could not count. */
@@ -515,7 +652,12 @@ export class Limiter {
         rs.overLimit.inc(after - overThreshold);
         rs.nearLimit.inc(overThreshold - Math.max(nearThreshold, before));
       }
-      if (remember && this.localCache !== undefined) this.localCache.set(key, rule.unitSeconds);
+      if (remember && this.localCache !== undefined) {
+        const ttl = this.refundedRules.has(rule)
+          ? Math.min(rule.unitSeconds, REFUNDED_LOCAL_CACHE_SECONDS)
+          : rule.unitSeconds;
+        this.localCache.set(key, ttl);
+      }
       if (rule.shadowMode) {
         status.code = 'OK';
         rs.shadowMode.inc(hits);

@@ -97,6 +97,12 @@ export class LocalOverLimitCache {
     }
   }
 
+  /** Forgets `key` (a refund brought it back under its limit); nothing when it is not cached. */
+  delete(key: string): void {
+    const i = this.findSlot(key, overLimitKeyHash(key));
+    if (i >= 0) this.removeEntry(i);
+  }
+
   /** Remembers `key` as over limit for `ttlSeconds` (as the newest entry; an existing one is replaced). */
   set(key: string, ttlSeconds: number): void {
     if (this.arenaBytes === 0) return;

@@ -36,6 +36,22 @@ export class VerdictStatuses {
     return this.specs.get(w);
   }
 
+  /**
+   * A refund's status: OK, reporting the limit with the least remaining after the refund. A refund is
+   * not a hit: no rule statistic but total_negative_hits (counted by the limiter) changes.
+   */
+  refundStatus(m: LimitMatch, verdict: LimitVerdict): WireDescriptorStatus {
+    const limits = m.rule.limits;
+    let at = 0;
+    for (let i = 1; i < limits.length; i++) if (verdict[1 + 2 * i]! < verdict[1 + 2 * at]!) at = i;
+    return {
+      code: 'OK',
+      currentLimit: this.wireLimit(m, limits[at]!),
+      limitRemaining: verdict[1 + 2 * at]!,
+      durationUntilReset: { seconds: Math.ceil(verdict[2 + 2 * at]! / 1000) },
+    };
+  }
+
   status(m: LimitMatch, verdict: LimitVerdict, hits: number): WireDescriptorStatus {
     const limits = m.rule.limits;
     const rs = this.stats.ruleStats(m.statKey);

@@ -283,6 +283,11 @@ export class MemcacheNode {
     return this.request('incr', `incr ${key} ${delta}\r\n`);
   }
 
+  /** decr: the new value (memcached stops at 0), or null when the key does not exist. */
+  decr(key: string, delta: number): Promise<number | null> {
+    return this.request('incr', `decr ${key} ${delta}\r\n`);
+  }
+
   /** add: true when stored, false when the key already exists. */
   add(key: string, value: string, exptime: number): Promise<boolean> {
     return this.request('add', `add ${key} 0 ${exptime} ${Buffer.byteLength(value)}\r\n${value}\r\n`);

@@ -88,6 +88,33 @@ descriptors:
     }
   });
 
+  await t.test(
+    'a refund (is_negative_hits) is decr on the same key: floored at 0, never created',
+    async (t) => {
+      const key = `m_k_refund_${now() - (now() % 60)}`;
+      const node = ports[pickServer(key, 2)]!;
+      const refund = (hits: number) => ({
+        ...descriptor(['k', 'refund']),
+        hitsAddend: { value: hits },
+        isNegativeHits: true,
+      });
+      const none = await svc.call({ domain: 'm', descriptors: [refund(2)] });
+      t.equal(none.statuses[0]!.code, 'OK');
+      t.equal(none.statuses[0]!.limitRemaining, 5, 'nothing counted: the whole limit');
+      t.equal(await rawGet(node, key), null, 'a refund creates no key');
+      await svc.call({
+        domain: 'm',
+        descriptors: [{ ...descriptor(['k', 'refund']), hitsAddend: { value: 4 } }],
+      });
+      const back = await svc.call({ domain: 'm', descriptors: [refund(3)] });
+      t.equal(back.statuses[0]!.limitRemaining, 4, '4 - 3 = 1 counted');
+      t.equal((await rawGet(node, key))?.trim(), '1', 'decremented in memcached');
+      const clamp = await svc.call({ domain: 'm', descriptors: [refund(10)] });
+      t.equal(clamp.statuses[0]!.limitRemaining, 5, 'clamped at 0');
+      t.equal((await rawGet(node, key))?.trim(), '0');
+    },
+  );
+
   await t.test('keys over 250 bytes fail with a clear error, before reaching memcached', async (t) => {
     const fits = 'x'.repeat(250 - `m_k__${now()}`.length);
     const ok = await svc.call({ domain: 'm', descriptors: [descriptor(['k', fits])] });

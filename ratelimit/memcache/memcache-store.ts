@@ -1,5 +1,6 @@
 // Counters in memcached (BACKEND_TYPE=memcache), with the reference's keys, values and commands:
-// the value is the decimal count, created with `add key 0 <exptime> ...` and bumped with `incr`.
+// the value is the decimal count, created with `add key 0 <exptime> ...` and bumped with `incr`
+// (a refund, negative hits, is `decr`).
 //
 // One deliberate difference: the reference answers from a multi-get and increments afterwards in the
 // background (so a client can briefly exceed its quota). Here the increment is in the request path —
@@ -187,6 +188,8 @@ export class MemcacheCounterStore implements CounterStore {
 
   private async incrementOne(op: CounterOp): Promise<number> {
     const node = this.nodeFor(op.key);
+    // A refund: memcached's decr stops at 0 and never creates the key (nothing to return to).
+    if (op.hits < 0) return (await node.decr(op.key, -op.hits)) ?? 0;
     const v = await node.incr(op.key, op.hits);
     if (v !== null) return v;
     if (op.hits === 0) return 0;

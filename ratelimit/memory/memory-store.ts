@@ -90,8 +90,14 @@ export class MemoryCounterStore implements CounterStore {
       const op = ops[i];
       const s = this.slot(op.key, now);
       if (s.expiresAtMs <= now) s.count = 0;
-      s.count += op.hits;
-      s.expiresAtMs = now + op.expireSeconds * 1000;
+      if (op.hits < 0) {
+        // A refund: down to 0 at most, keeping the window's expiry (an absent key stays absent).
+        s.count = Math.max(s.count + op.hits, 0);
+        if (s.expiresAtMs <= now) this.drop(op.key);
+      } else {
+        s.count += op.hits;
+        s.expiresAtMs = now + op.expireSeconds * 1000;
+      }
       out[i] = s.count;
     }
     return out;
@@ -119,6 +125,10 @@ export class MemoryCounterStore implements CounterStore {
       }
       s.count += by;
       s.expiresAtMs = now + ttlMs;
+    },
+    take: (key, by) => {
+      const s = this.slots.get(key);
+      if (s && s.expiresAtMs > this.nowMs()) s.count = Math.max(s.count - by, 0);
     },
     readBucket: (key) => {
       const s = this.slots.get(key);

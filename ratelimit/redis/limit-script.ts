@@ -1,5 +1,6 @@
 // The per-descriptor limit script: every limit of one descriptor checked and, when all admit the
-// hit, counted, atomically in one call. Semantics, key layout and argument layout are documented in
+// hit, counted, atomically in one call; negative hits are a refund, returned to every limit. A fixed
+// window's refund runs it too, on the reference's key (the script touches only the keys it is given). Semantics, key layout and argument layout are documented in
 // ratelimit/counting/algorithms.ts, whose evaluateLimitCheck is the same computation in TypeScript
 // (for the memory backend); change both together.
 //
@@ -67,6 +68,106 @@ end
 local now = tonumber(ARGV[1])
 local hits = tonumber(ARGV[2])
 local n = (#ARGV - 2) / 4
+-- A bucket's debt max(tat - now, 0) as ms + ticks of 1/limit ms.
+local function bucket_debt(key, limit)
+  local stored = redis.call('GET', key)
+  if not stored then return 0, 0 end
+  local w, r, den = string.match(stored, '^(%d+):(%d+):(%d+)$')
+  if w then
+    w = tonumber(w)
+    r = tonumber(r)
+    if tonumber(den) ~= limit and r > 0 then
+      w = w + 1
+      r = 0
+    end
+  else
+    -- a TAT in whole µs (written by an earlier version): rounded up to whole ms
+    w = math.ceil((tonumber(stored) or 0) / 1000)
+    r = 0
+  end
+  if w >= now then return w - now, r end
+  return 0, 0
+end
+if hits < 0 then
+  -- A refund of -hits to every limit, each clamped to what it holds (refundLimitCheck in algorithms.ts).
+  local r = -hits
+  local out = {0}
+  local k = 1
+  for i = 1, n do
+    local a = 2 + (i - 1) * 4
+    local code = tonumber(ARGV[a + 1])
+    local limit = tonumber(ARGV[a + 2])
+    local period = tonumber(ARGV[a + 3])
+    local burst = tonumber(ARGV[a + 4])
+    local remaining
+    local reset
+    if code == 0 then
+      local count = tonumber(redis.call('GET', KEYS[k]) or '0')
+      local take = math.min(count, r)
+      if take > 0 then redis.call('DECRBY', KEYS[k], take) end
+      remaining = math.max(limit - (count - take), 0)
+      reset = period - (now % period)
+      k = k + 1
+    elseif code == 1 then
+      local cur = tonumber(redis.call('GET', KEYS[k]) or '0')
+      local prev = tonumber(redis.call('GET', KEYS[k + 1]) or '0')
+      local fromCur = math.min(cur, r)
+      local fromPrev = math.min(prev, r - fromCur)
+      if fromCur > 0 then redis.call('DECRBY', KEYS[k], fromCur) end
+      if fromPrev > 0 then redis.call('DECRBY', KEYS[k + 1], fromPrev) end
+      cur = cur - fromCur
+      prev = prev - fromPrev
+      local ws = now - (now % period)
+      mul_div_mod(prev, period - (now - ws), period)
+      local weighted = quot
+      if rem > 0 then weighted = weighted + 1 end
+      remaining = math.max(limit - cur - weighted, 0)
+      if cur > 0 then
+        reset = ws + 2 * period - now
+      elseif prev > 0 then
+        reset = ws + period - now
+      else
+        reset = 0
+      end
+      k = k + 2
+    else
+      local dMs = 0
+      local dTicks = 0
+      if limit ~= 0 then dMs, dTicks = bucket_debt(KEYS[k], limit) end
+      if dMs > 0 or dTicks > 0 then
+        mul_div_mod(math.min(r, burst), period, limit)
+        if dMs > quot or (dMs == quot and dTicks > rem) then
+          dMs = dMs - quot
+          dTicks = dTicks - rem
+          if dTicks < 0 then
+            dMs = dMs - 1
+            dTicks = dTicks + limit
+          end
+        else
+          dMs = 0
+          dTicks = 0
+        end
+        local ttl = dMs
+        if dTicks > 0 then ttl = ttl + 1 end
+        ttl = math.min(math.max(ttl, 1000), 1e13)
+        local v = string.format('%.0f:%.0f:%.0f', now + dMs, dTicks, limit)
+        redis.call('SET', KEYS[k], v, 'PX', string.format('%.0f', ttl))
+      end
+      if limit == 0 then
+        remaining = 0
+      else
+        remaining = burst - hits_covering(dMs, dTicks, limit, period, burst)
+      end
+      reset = dMs
+      if dTicks > 0 then reset = reset + 1 end
+      reset = math.min(reset, 1e13)
+      k = k + 1
+    end
+    out[2 * i] = remaining
+    out[2 * i + 1] = reset
+  end
+  return out
+end
 local out = {0}
 local wv = {}
 local wr = {}
@@ -125,28 +226,7 @@ for i = 1, n do
       remaining = 0
       reset = 0
     else
-      local dMs = 0
-      local dTicks = 0
-      local stored = redis.call('GET', KEYS[k])
-      if stored then
-        local w, r, den = string.match(stored, '^(%d+):(%d+):(%d+)$')
-        if w then
-          w = tonumber(w)
-          r = tonumber(r)
-          if tonumber(den) ~= limit and r > 0 then
-            w = w + 1
-            r = 0
-          end
-        else
-          -- a TAT in whole µs (written by an earlier version): rounded up to whole ms
-          w = math.ceil((tonumber(stored) or 0) / 1000)
-          r = 0
-        end
-        if w >= now then
-          dMs = w - now
-          dTicks = r
-        end
-      end
+      local dMs, dTicks = bucket_debt(KEYS[k], limit)
       local usedMs = dMs
       local usedTicks = dTicks
       if hits > burst then

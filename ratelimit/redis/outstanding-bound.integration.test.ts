@@ -135,6 +135,53 @@ t.test('a timed-out call keeps its place until its reply arrives (ioredis)', asy
   );
 });
 
+t.test('a timed-out call on the direct connection counts until the connection is dropped', async (t) => {
+  const redis = await startRedis();
+  t.teardown(() => redis.stop());
+  const settings = loadSettings({
+    REDIS_SOCKET_TYPE: 'tcp',
+    REDIS_URL: redis.url,
+    REDIS_DIRECT_COUNTING: 'true',
+    REDIS_TIMEOUT: '200ms',
+    REDIS_MAX_OUTSTANDING_COMMANDS: String(MAX),
+  }).redis.main;
+  const store = new RedisCounterStore({ settings, tlsFiles: noTls });
+  t.teardown(() => store.close());
+  await store.start(5000);
+  t.same(await store.incrementEach([op('drop')]), [1], 'counted on the direct connection');
+  process.kill(redis.pid, 'SIGSTOP');
+  let stopped = true;
+  t.teardown(() => {
+    if (stopped) process.kill(redis.pid, 'SIGCONT');
+  });
+  const sent = await Promise.all(Array.from({ length: MAX / 2 }, () => store.incrementEach([op('drop')])));
+  t.ok(
+    sent.every((r) => r[0] instanceof CacheError && !(r[0] instanceof CacheBusyError)),
+    'the calls sent time out (REDIS_TIMEOUT)',
+  );
+  // Refused while their commands wait; once the oldest has waited twice REDIS_TIMEOUT, the next call
+  // drops the connection, and what waited on it no longer counts.
+  let busy = 0;
+  await eventually(
+    async () => {
+      const r = (await store.incrementEach([op('drop')]))[0];
+      if (r instanceof CacheBusyError) busy++;
+      return r instanceof CacheError && /connection dropped/.test(r.message);
+    },
+    10_000,
+    'the direct connection dropped',
+  );
+  t.comment(`${busy} calls refused before the drop`);
+  process.kill(redis.pid, 'SIGCONT');
+  stopped = false;
+  await eventually(
+    async () => typeof (await store.incrementEach([op('drop')]))[0] === 'number',
+    10_000,
+    'a call counted again',
+  );
+  t.pass('counting again after SIGCONT');
+});
+
 t.test('the service answers refused calls from the failure mode, and counts again after', async (t) => {
   const redis = await startRedis();
   t.teardown(() => redis.stop());

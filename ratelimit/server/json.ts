@@ -84,7 +84,11 @@ export function requestFromJson(
   const descriptors: WireDescriptor[] = list.map((d, i) => {
     const where = `descriptors[${i}]`;
     if (!isObj(d)) throw new ServiceError(`${where}: expected an object`);
-    checkKeys(d, ['entries', 'limit', 'hitsAddend', 'hits_addend'], where);
+    checkKeys(
+      d,
+      ['entries', 'limit', 'hitsAddend', 'hits_addend', 'isNegativeHits', 'is_negative_hits'],
+      where,
+    );
     if (d.entries !== undefined && d.entries !== null && !Array.isArray(d.entries))
       throw new ServiceError(`${where}.entries: expected a list`);
     const entriesRaw = (d.entries as unknown[] | undefined | null) ?? [];
@@ -118,6 +122,13 @@ export function requestFromJson(
     const ha = field(d, 'hitsAddend', 'hits_addend');
     if (ha !== undefined && ha !== null) {
       out.hitsAddend = { value: uint(ha, `${where}.hits_addend`, bounds.maxHitsAddend, bounds) };
+    }
+    const negative = field(d, 'isNegativeHits', 'is_negative_hits');
+    if (negative !== undefined && negative !== null) {
+      // protojson takes a bool only as JSON true or false.
+      if (typeof negative !== 'boolean')
+        throw new ServiceError(`${where}.is_negative_hits: expected true or false`);
+      if (negative) out.isNegativeHits = true;
     }
     return out;
   });

@@ -61,6 +61,8 @@ interface ParsedRequest {
   domain: string;
   descriptors: RequestDescriptor[];
   hits: number[];
+  /** Per descriptor: its hits are a refund (is_negative_hits); undefined when none is. */
+  negative: boolean[] | undefined;
   /** Set by the matching step: true for each descriptor an unlimited rule answered. */
   unlimited?: boolean[];
   /** The request as received (the dynamic metadata echoes its fields). */
@@ -104,7 +106,7 @@ export class RateLimitService {
       const decidedBy: (FailureMode | undefined)[] = [];
       // The limiter's steps (Limiter.doLimit) with its store call awaited here.
       const limiter = this.opts.limiter;
-      const run = limiter.start(parsed.domain, matches, parsed.hits);
+      const run = limiter.start(parsed.domain, matches, parsed.hits, parsed.negative);
       const statuses = !run.sent
         ? await limiter.complete(run, decidedBy)
         : limiter.finish(run, run.counting === undefined ? NO_COUNTS : await run.counting, decidedBy);
@@ -145,7 +147,9 @@ export class RateLimitService {
         // Answered locally without the store; statistics are still collected.
         (unlimited ??= new Array<boolean>(n).fill(false))[i] = true;
         matches[i] = undefined;
-        this.opts.stats.ruleStats(m.statKey).totalHits.inc(req.hits[i]);
+        const rs = this.opts.stats.ruleStats(m.statKey);
+        if (req.negative?.[i]) rs.totalNegativeHits.inc(req.hits[i]);
+        else rs.totalHits.inc(req.hits[i]);
       }
     }
     if (replacing) {
@@ -386,6 +390,7 @@ export function parseRequest(request: WireRateLimitRequest): ParsedRequest {
   const requestHits = request.hitsAddend && request.hitsAddend > 0 ? request.hitsAddend : 1;
   const descriptors: RequestDescriptor[] = new Array(wire.length);
   const hits: number[] = new Array(wire.length);
+  let negative: boolean[] | undefined;
   for (let i = 0; i < wire.length; i++) {
     const d: WireDescriptor = wire[i];
     const entries = d.entries ?? [];
@@ -404,6 +409,8 @@ export function parseRequest(request: WireRateLimitRequest): ParsedRequest {
       };
     }
     descriptors[i] = { entries: entries as RequestDescriptor['entries'], limit };
+    // A refund: the same hits (the descriptor's hits_addend, else the request's) returned, not consumed.
+    if (d.isNegativeHits === true) (negative ??= new Array<boolean>(wire.length).fill(false))[i] = true;
     const h = d.hitsAddend?.value;
     if (h === undefined || h === null) hits[i] = requestHits;
     else if (typeof h === 'number' && h <= MAX_HITS_ADDEND) hits[i] = h;
@@ -412,5 +419,5 @@ export function parseRequest(request: WireRateLimitRequest): ParsedRequest {
         `descriptors[${i}].hits_addend: ${h} is out of range (at most ${MAX_HITS_ADDEND})`,
       );
   }
-  return { domain, descriptors, hits, unlimited: undefined, wire: request };
+  return { domain, descriptors, hits, negative, unlimited: undefined, wire: request };
 }

@@ -1,6 +1,12 @@
 // One typed settings object, parsed once from the environment at startup and passed down.
 // Names and defaults follow the reference service (envoyproxy/ratelimit src/settings/settings.go).
-import { DEFAULT_YAML_LIMITS, FAILURE_MODES, type FailureMode, type YamlLimits } from '../config/index.js';
+import {
+  DEFAULT_MAX_DESCRIPTORS,
+  DEFAULT_YAML_LIMITS,
+  FAILURE_MODES,
+  type FailureMode,
+  type YamlLimits,
+} from '../config/index.js';
 import { DEFAULT_REQUEST_BOUNDS, type RequestBounds, XDS_MAX_MESSAGE_BYTES } from '../../proto/index.js';
 import { DEFAULT_H2_LIMITS, type H2Limits } from '../../h2grpc/index.js';
 import { EnvReader, SettingsError, type Env } from './env.js';
@@ -154,6 +160,8 @@ export interface Settings {
   configYamlLimits: YamlLimits;
   /** CONFIG_PARSE_TIMEOUT: a parse running longer is stopped and its files rejected. */
   configParseTimeoutMs: number;
+  /** CONFIG_MAX_DESCRIPTORS: descriptors of the whole config (every level, every domain); a larger config is refused. */
+  configMaxDescriptors: number;
 
   // xDS client
   xds: {
@@ -380,9 +388,9 @@ function redisGroupSettings(r: EnvReader, backendType: BackendType): RedisGroupS
 }
 
 /**
- * Commands one Redis connection may have unanswered. Far above what a healthy Redis holds at the
- * benchmark's rates (docs/security.md), and small enough that a stalled Redis holds a bounded amount
- * of memory in the process.
+ * Commands one Redis connection may have unanswered: ten times what the benchmark's heaviest shape
+ * holds (docs/failure-modes.md), and small enough that a stalled Redis holds a bounded amount of
+ * memory in the process.
  */
 export const DEFAULT_MAX_OUTSTANDING_COMMANDS = 20_000;
 
@@ -489,6 +497,7 @@ export function loadSettings(env: Env = process.env): Settings {
       maxNodes: r.int('CONFIG_YAML_MAX_NODES', DEFAULT_YAML_LIMITS.maxNodes, { min: 1 }),
     },
     configParseTimeoutMs: r.durationMs('CONFIG_PARSE_TIMEOUT', 30_000),
+    configMaxDescriptors: r.int('CONFIG_MAX_DESCRIPTORS', DEFAULT_MAX_DESCRIPTORS, { min: 1 }),
 
     xds: {
       nodeId: r.string('CONFIG_GRPC_XDS_NODE_ID', 'default'),

@@ -30,6 +30,8 @@ export interface FileProviderOptions {
   pollIntervalMs?: number;
   /** CONFIG_YAML_* bounds on each file. */
   yamlLimits?: YamlLimits;
+  /** CONFIG_MAX_DESCRIPTORS (default DEFAULT_MAX_DESCRIPTORS). */
+  maxDescriptors?: number;
   /** CONFIG_PARSE_TIMEOUT in ms (default 30 s). */
   parseTimeoutMs?: number;
   /**
@@ -218,7 +220,9 @@ export class FileConfigProvider {
       changed.forEach((src, i) => this.checked.set(src.name, { yaml: src.yaml, document: parsed[i]! }));
       for (const name of this.checked.keys()) if (!names.includes(name)) this.checked.delete(name);
       const documents = sources.map((src) => this.checked.get(src.name)!.document);
-      const config = await buildConfigInSlices(documents, this.opts.mergeDomainConfig === true);
+      const config = await buildConfigInSlices(documents, this.opts.mergeDomainConfig === true, {
+        maxDescriptors: this.opts.maxDescriptors,
+      });
       this.opts.logger?.debug(
         `config parsed in ${(compileStart - parseStart).toFixed(0)} ms (worker start included when none was ready), compiled in ${(performance.now() - compileStart).toFixed(0)} ms`,
       );

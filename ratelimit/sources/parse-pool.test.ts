@@ -6,9 +6,9 @@ import {
   loadConfig,
   toCheckedDocument,
 } from '../config/index.js';
-import { cfg10kYaml } from '../../harness/fixtures.js';
+import { cfg10kYaml, flatConfigYaml } from '../../harness/fixtures.js';
 import { runCommand } from '../../harness/proc.js';
-import { workerExecArgv, ConfigParsePool, WARM_UP_PARSES } from './parse-pool.js';
+import { workerExecArgv, ConfigParsePool, WARM_UP_MAX_CHARS, WARM_UP_PARSES } from './parse-pool.js';
 
 t.test(
   'config YAML is parsed and validated on the worker thread, errors come back as ConfigError',
@@ -61,7 +61,7 @@ t.test(
       if (ticking) setImmediate(tick);
     };
     setImmediate(tick);
-    const sliced = await buildConfigInSlices(docs, false, 0);
+    const sliced = await buildConfigInSlices(docs, false, { sliceMs: 0 });
     ticking = false;
     const oneShot = loadConfig([{ name: 'c.yaml', yaml }]);
     t.equal(sliced.dump(), oneShot.dump(), 'same rules');
@@ -202,4 +202,20 @@ t.test("the spare parses the last files before it is used, and those replies are
   const second = await p.parse([big]);
   t.same(second, first, 'the next parse, on the warmed spare, answers as the first');
   t.equal(p.workersStarted, 2, 'on the same spare');
+});
+
+t.test('the spare does not parse a config larger than WARM_UP_MAX_CHARS ahead of time', async (t) => {
+  const p = new ConfigParsePool({ spare: true, spareDelayMs: 20 });
+  t.teardown(() => p.close());
+  const large = { name: 'large.yaml', yaml: flatConfigYaml(30_000) };
+  t.ok(large.yaml.length > WARM_UP_MAX_CHARS, 'the file is past the warm-up bound');
+  await p.parse([large]);
+  const deadline = Date.now() + 60_000;
+  while (p.workersStarted < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  t.equal(p.workersStarted, 2, 'a spare was started');
+  // The worker answers in order: a warm-up posted to the spare would have replied before this parse.
+  const small = await p.parse([{ name: 'small.yaml', yaml: 'domain: d\ndescriptors:\n  - key: a\n' }]);
+  t.equal(small[0]?.domain, 'd');
+  t.equal(p.workersStarted, 2, 'the small parse ran on the spare');
+  t.equal(p.counts.warmedUp, 0, 'which had not parsed the large config again (its heap stays small)');
 });

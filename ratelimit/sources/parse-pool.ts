@@ -88,6 +88,14 @@ export interface ConfigParsePoolOptions {
  */
 export const WARM_UP_PARSES = 2;
 
+/**
+ * The spare warms up on the last files only when they hold at most this many characters of YAML in all:
+ * a parse's garbage grows the worker's heap to many times the text (docs/performance.md), and a warmed
+ * spare would keep that heap between reloads. A larger config's reload pays the parser's compiling
+ * instead, a fraction of its parse.
+ */
+export const WARM_UP_MAX_CHARS = 2 * 1024 * 1024;
+
 /** A spare worker starts this long after the parse that ended its predecessor. */
 export const SPARE_DELAY_MS = 1000;
 
@@ -155,7 +163,11 @@ export class ConfigParsePool {
     const documents = await this.run({ sources, limits: this.limits }, sources[0]?.name ?? '', async () =>
       parseAndCheck(sources, this.limits),
     );
-    if (this.spare) this.lastParse = { sources, limits: this.limits };
+    if (this.spare) {
+      let chars = 0;
+      for (const src of sources) chars += src.yaml.length;
+      this.lastParse = chars <= WARM_UP_MAX_CHARS ? { sources, limits: this.limits } : undefined;
+    }
     return documents;
   }
 

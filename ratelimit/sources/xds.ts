@@ -45,7 +45,9 @@ export async function createXdsSource(deps: ConfigSourceDeps): Promise<XdsConfig
     onEncodedConfig: async (messages) => {
       try {
         const documents = await worker.decodeXds(messages);
-        const config = await buildConfigInSlices(documents, s.mergeDomainConfig);
+        const config = await buildConfigInSlices(documents, s.mergeDomainConfig, {
+          maxDescriptors: s.configMaxDescriptors,
+        });
         deps.setConfig(config);
         return undefined;
       } catch (err) {

@@ -85,6 +85,8 @@ export class RuleStats {
   readonly withinLimit: Counter;
   readonly shadowMode: Counter;
   readonly overLimitWithLocalCache: Counter;
+  /** Hits a refund (is_negative_hits) asked to return to the rule, clamped or not. */
+  readonly totalNegativeHits: Counter;
   constructor(store: StatsStore, statKey: string) {
     const p = `ratelimit.service.rate_limit.${sanitizeStatName(statKey)}.`;
     this.totalHits = store.counter(p + 'total_hits');
@@ -93,6 +95,7 @@ export class RuleStats {
     this.withinLimit = store.counter(p + 'within_limit');
     this.shadowMode = store.counter(p + 'shadow_mode');
     this.overLimitWithLocalCache = store.counter(p + 'over_limit_with_local_cache');
+    this.totalNegativeHits = store.counter(p + 'total_negative_hits');
   }
 }
 

@@ -14,15 +14,17 @@ function explainRequest(values: RequestValues, io: Io, settings: Settings) {
 }
 
 export async function run(args: string[], io: Io): Promise<number> {
-  const { values, positionals } = parseArgs({ args, options, allowPositionals: true });
-  const action = positionals[0];
-  if ((action !== 'get' && action !== 'reset') || positionals.length !== 1) {
-    throw new UsageError('counters get|reset');
-  }
+  // counters get|reset, then the config's files and folders (or --config), as validate takes them.
+  const { values: flags, positionals } = parseArgs({ args, options, allowPositionals: true });
+  const [action, ...paths] = positionals;
+  if (action !== 'get' && action !== 'reset') throw new UsageError('counters get|reset');
+  const values = { ...flags, config: [...(flags.config ?? []), ...paths] };
   const format = values.format ?? 'text';
   if (!['text', 'json'].includes(format)) throw new UsageError(`unknown --format ${format}`);
   if (!values.config?.length)
-    throw new UsageError('--config is required (the rule gives the key, limit and window)');
+    throw new UsageError(
+      'a config is required: its paths or --config (the rule gives the key, limit and window)',
+    );
   const settings = settingsFrom(values, io);
   const list = explainRequest(values, io, settings);
   if (!list) return 2;

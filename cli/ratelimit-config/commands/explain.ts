@@ -73,7 +73,9 @@ export function explainWithBuckets(values: RequestValues, io: Io, settings: Sett
 }
 
 export async function run(args: string[], io: Io): Promise<number> {
-  const { values } = parseArgs({ args, options, allowPositionals: false });
+  // The config's files and folders: --config, or as positional arguments (as validate takes them).
+  const { values: flags, positionals } = parseArgs({ args, options, allowPositionals: true });
+  const values = { ...flags, config: [...(flags.config ?? []), ...positionals] };
   const format = values.format ?? 'text';
   if (!['text', 'json'].includes(format)) throw new UsageError(`unknown --format ${format}`);
   const r = explainWithBuckets(values, io, settingsFrom(values, io));
