@@ -319,3 +319,59 @@ t.test('TRACING_ENABLED=false: no tracer, the store is not wrapped', async (t) =
   const r = await svc.call({ domain: 'd', descriptors: [descriptor(['k', 'v'])] });
   t.equal(r.overallCode, 'OK');
 });
+
+t.test(
+  'Zipkin B3: x-b3-* and the single b3 header continue the caller trace; B3 wins over traceparent',
+  async (t) => {
+    const rx = await httpReceiver();
+    t.teardown(() => rx.close());
+    process.env.OTEL_EXPORTER_OTLP_ENDPOINT = rx.url;
+    const svc = await startTestApp({
+      files: { 'd.yaml': CONFIG },
+      // Rate 0: only a sampled caller's trace is recorded, so each trace below shows that it was followed.
+      env: { TRACING_ENABLED: 'true', TRACING_EXPORTER_PROTOCOL: 'http', TRACING_SAMPLING_RATE: '0' },
+    });
+    const req = { domain: 'd', descriptors: [descriptor(['k', 'v'])] };
+    const multi = 'a'.repeat(32);
+    const single = 'b'.repeat(32);
+    const short = 'c'.repeat(16);
+    const both = 'd'.repeat(32);
+    await callWith(svc.grpcAddress, req, {
+      'x-b3-traceid': multi,
+      'x-b3-spanid': PARENT_ID,
+      'x-b3-parentspanid': '1111111111111111',
+      'x-b3-sampled': '1',
+    });
+    await callWith(svc.grpcAddress, req, { b3: `${single}-${PARENT_ID}-1` });
+    await callWith(svc.grpcAddress, req, { b3: `${short}-${PARENT_ID}-d` });
+    await callWith(svc.grpcAddress, req, {
+      traceparent: `00-${TRACE_ID}-${PARENT_ID}-01`,
+      b3: `${both}-${PARENT_ID}-1`,
+    });
+    // Not followed: sampled 0, a malformed id, a sampling state alone.
+    await callWith(svc.grpcAddress, req, {
+      'x-b3-traceid': 'e'.repeat(32),
+      'x-b3-spanid': PARENT_ID,
+      'x-b3-sampled': '0',
+    });
+    await callWith(svc.grpcAddress, req, { b3: `${'F'.repeat(32)}-${PARENT_ID}-1` });
+    await callWith(svc.grpcAddress, req, { b3: '1' });
+    await svc.close();
+
+    const serverOf = (id: string) => rx.spans.find((s) => s.traceId === id && s.name === SERVER_SPAN_NAME);
+    t.equal(serverOf(multi)?.parentSpanId, PARENT_ID, 'x-b3-traceid/spanid/sampled');
+    t.equal(serverOf(single)?.parentSpanId, PARENT_ID, 'b3: {trace}-{span}-1');
+    t.equal(
+      serverOf(`${'0'.repeat(16)}${short}`)?.parentSpanId,
+      PARENT_ID,
+      'a 64-bit trace id, padded; d = debug',
+    );
+    t.ok(serverOf(both), 'B3 read after traceparent replaces it, as the reference');
+    t.notOk(serverOf(TRACE_ID), 'the traceparent trace is not used when B3 is valid');
+    t.same(
+      [...new Set(rx.spans.map((s) => s.traceId))].sort(),
+      [multi, single, `${'0'.repeat(16)}${short}`, both].sort(),
+      'nothing else recorded',
+    );
+  },
+);

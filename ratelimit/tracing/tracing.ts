@@ -1,7 +1,7 @@
 // OpenTelemetry tracing for ShouldRateLimit, as the reference does it (src/trace/trace.go):
 // OTLP over http (protobuf) or grpc, endpoint and headers from the standard OTEL_EXPORTER_OTLP_*
-// variables, a parent-based ratio sampler, W3C trace context and baggage from incoming gRPC
-// metadata. Spans per call:
+// variables, a parent-based ratio sampler, W3C trace context, Zipkin B3 (b3.ts) and baggage from
+// incoming gRPC metadata. Spans per call:
 //   envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit   (server, parent from metadata)
 //     └ ShouldRateLimit Execution                                    (domain, request string)
 //         └ Redis Pipeline Execution | Memory Store Execution | ...  (one per counter store call)
@@ -43,6 +43,7 @@ import type { Logger } from '../../common/index.js';
 import type { CounterOp, CounterStore, LimitCheck, LimitVerdict } from '../counting/index.js';
 import type { Settings } from '../settings/index.js';
 
+import { B3Propagator, hasB3 } from './b3.js';
 import { EXECUTION_SPAN_NAME, SERVER_SPAN_NAME } from './names.js';
 
 /** What the tracer needs from grpc-js Metadata (or any header bag). */
@@ -97,7 +98,8 @@ export class RateLimitTracing {
     });
     this.tracer = this.provider.getTracer('envoy-ratelimit-ts');
     this.propagator = new CompositePropagator({
-      propagators: [new W3CTraceContextPropagator(), new W3CBaggagePropagator()],
+      // The reference's order: a valid B3 context replaces a traceparent one.
+      propagators: [new W3CTraceContextPropagator(), new B3Propagator(), new W3CBaggagePropagator()],
     });
     opts.logger?.info(
       `TracerProvider initialized with following parameters: protocol: ${s.exporterProtocol}, serviceName: ${s.serviceName}, ` +
@@ -105,7 +107,7 @@ export class RateLimitTracing {
     );
   }
 
-  /** The trace context carried by incoming gRPC metadata (traceparent, tracestate, baggage). */
+  /** The trace context carried by incoming gRPC metadata (traceparent, tracestate, B3, baggage). */
   extract(metadata: MetadataCarrier | undefined): Context {
     return metadata ? this.propagator.extract(ROOT_CONTEXT, metadata, metadataGetter) : ROOT_CONTEXT;
   }
@@ -116,7 +118,10 @@ export class RateLimitTracing {
     request: { domain?: string },
     fn: () => Promise<T>,
   ): Promise<T> {
-    if (this.neverSampleRoots && (metadata === undefined || metadata.get('traceparent').length === 0)) {
+    if (
+      this.neverSampleRoots &&
+      (metadata === undefined || (metadata.get('traceparent').length === 0 && !hasB3((k) => metadata.get(k))))
+    ) {
       return fn(); // TRACING_SAMPLING_RATE=0 and no caller trace: nothing will be recorded.
     }
     const parent = this.extract(metadata);
