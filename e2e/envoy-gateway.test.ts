@@ -23,7 +23,7 @@ t.test('every Envoy Gateway example decodes strictly into Envoy Gateway API type
   const lines = r.stdout.trim().split('\n');
   t.equal(lines.filter((l) => / ok EnvoyGateway$/.test(l)).length, 1, 'one EnvoyGateway configuration');
   t.ok(
-    lines.filter((l) => / ok BackendTrafficPolicy$/.test(l)).length >= 2,
+    lines.filter((l) => / ok BackendTrafficPolicy$/.test(l)).length >= 3,
     'the BackendTrafficPolicy examples',
   );
   t.notOk(

@@ -36,14 +36,16 @@ t.test(
     await t.rejects(
       p.parse([
         { name: 'ok.yaml', yaml: 'domain: first\n' },
-        { name: 'slow.yaml', yaml: slowYaml(40) },
+        { name: 'slow.yaml', yaml: slowYaml(160) },
       ]),
       {
         name: 'ConfigError',
         message: /^slow\.yaml: .*did not finish within 300 ms \(CONFIG_PARSE_TIMEOUT\)/,
       },
     );
-    t.ok(performance.now() - started < 8000, 'rejected near the deadline, not when the parse would end');
+    // The whole parse costs ~24 s of CPU on an idle machine, and more on a busy one: half of it tells
+    // "stopped at the deadline" from "waited for the parse" however loaded the machine is.
+    t.ok(performance.now() - started < 12_000, 'rejected near the deadline, not when the parse would end');
     t.equal(p.counts.timedOut, 1);
     const docs = await p.parse([{ name: 'good.yaml', yaml: 'domain: d\n' }]);
     t.equal(docs[0]!.domain, 'd', 'a new worker parses the next file');
