@@ -15,7 +15,15 @@ import {
   type RefundKey,
   type Step,
 } from './testing.js';
-import { buildLimitCheck, evaluateLimitCheck, refundLimitCheck, taggedKeyBase } from './algorithms.js';
+import {
+  buildFixedWindowRefund,
+  buildLimitCheck,
+  evaluateLimitCheck,
+  refundLimitCheck,
+  taggedKeyBase,
+} from './algorithms.js';
+import { cacheKey, Limiter, LocalOverLimitCache } from '../limiter/index.js';
+import { StatsStore } from '../stats/index.js';
 
 const step: fc.Arbitrary<Step> = fc.record({
   dt: fc.oneof(
@@ -124,4 +132,55 @@ t.test('a settle arriving in the next window refunds that window, by the documen
     t.equal(got[2]!.remaining, after, `${key}: ${after} remaining after it`);
     t.same(got, modelProgram(key, steps), `${key}: as the model`);
   }
+});
+
+t.test("after a refund on a rule, a pod keeps that rule's keys in its local cache for 1 s", async (t) => {
+  const clock = { now: START_MS + 10_000 };
+  const store = new MemoryCounterStore(() => clock.now, 1e9);
+  t.teardown(() => store.close());
+  const pod = (cache: LocalOverLimitCache) =>
+    new Limiter({
+      store,
+      stats: new StatsStore(),
+      localCache: cache,
+      nowMs: () => clock.now,
+      nowSeconds: () => Math.floor(clock.now / 1000),
+    });
+  const a = pod(new LocalOverLimitCache(100_000, () => clock.now));
+  const b = pod(new LocalOverLimitCache(100_000, () => clock.now));
+  const match = (value: string) => refundConfig().getLimit('d', { entries: [{ key: 'fixed', value }] })!;
+  const decide = async (l: Limiter, value: string, hits: number, refund = false) =>
+    (await l.doLimit('d', [match(value)], [hits], undefined, [refund]))[0]!;
+
+  // Pod A has answered a refund on the rule; pod B has not.
+  await decide(a, 'first', 1, true);
+  for (const [name, l] of [
+    ['refunded', a],
+    ['never refunded', b],
+  ] as const) {
+    const value = `key-${name}`;
+    t.equal((await decide(l, value, 6)).code, 'OVER_LIMIT', `${name}: over, and cached`);
+    // Another pod refunds the key in the store: this one does not see it.
+    await store.evaluate([
+      buildFixedWindowRefund(
+        cacheKey('', 'd', match(value).keyEntries, 60, Math.floor(clock.now / 1000)),
+        5,
+        60,
+        false,
+        4,
+        clock.now,
+      ),
+    ]);
+  }
+  clock.now += 1100;
+  t.equal(
+    (await decide(a, 'key-refunded', 1)).code,
+    'OK',
+    'refunded rule: the store decides again after 1 s',
+  );
+  t.equal(
+    (await decide(b, 'key-never refunded', 1)).code,
+    'OVER_LIMIT',
+    'a rule never refunded here: cached for the rest of the window, as the reference',
+  );
 });

@@ -10,8 +10,12 @@ export type ReplyHandler = (value: number | string | number[], isError: boolean)
 /** Most elements accepted in one array reply (the script returns 1 + 2 per limit). */
 const MAX_ARRAY = 1 << 16;
 
-/** Longest reply line accepted: an error message or an integer, never a value read from a key. */
-const MAX_LINE_BYTES = 64 * 1024;
+/**
+ * Most bytes of an incomplete reply held between reads: an error line, an integer or the 4 KiB bulk
+ * string, never a value read from a key. Each read re-joins what is held, so this also bounds the
+ * copying a reply dripped a byte at a time costs.
+ */
+export const MAX_HELD_BYTES = 8 * 1024;
 
 export class RespProtocolError extends Error {
   override name = 'RespProtocolError';
@@ -24,6 +28,11 @@ export class RespReplyReader {
   private arrayLeft = 0;
 
   constructor(private readonly onReply: ReplyHandler) {}
+
+  /** Bytes of an incomplete reply held until the next read. */
+  get heldBytes(): number {
+    return this.rest ? this.rest.length : 0;
+  }
 
   /** Feeds one chunk from the socket; calls the handler for every complete reply, in order. */
   feed(chunk: Buffer): void {
@@ -53,8 +62,9 @@ export class RespReplyReader {
           i++;
           digits++;
         }
+        if (digits > 19) throw new RespProtocolError('malformed integer reply');
         if (i + 1 >= n) break; // the line continues in the next chunk
-        if (digits === 0 || digits > 19 || buf[i] !== 0x0d || buf[i + 1] !== 0x0a) {
+        if (digits === 0 || buf[i] !== 0x0d || buf[i + 1] !== 0x0a) {
           throw new RespProtocolError('malformed integer reply');
         }
         at = i + 2;
@@ -109,7 +119,7 @@ export class RespReplyReader {
       }
     }
     if (at < n) {
-      if (n - at > MAX_LINE_BYTES) throw new RespProtocolError('reply line too long');
+      if (n - at > MAX_HELD_BYTES) throw new RespProtocolError('reply line too long');
       this.rest = buf.subarray(at);
     }
   }
