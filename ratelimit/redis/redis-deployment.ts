@@ -111,6 +111,8 @@ export class RedisDeployment {
    */
   demoted = false;
   private roleTimer: NodeJS.Timeout | undefined;
+  /** When REDIS_CLOSE_CONNECTION_ON_READONLY_ERROR last dropped the connection (performance.now()). */
+  private lastReconnectAt = -Infinity;
 
   constructor(
     name: string,
@@ -703,6 +705,10 @@ export class RedisDeployment {
    */
   private reconnect(): void {
     if (this.closing) return;
+    const now = performance.now();
+    // At most once per ROLE_CHECK_MS: the ROLE check that follows a reconnect must not start another.
+    if (now - this.lastReconnectAt < ROLE_CHECK_MS) return;
+    this.lastReconnectAt = now;
     this.client.once('ready', () => void this.checkRole());
     this.client.disconnect(true);
   }
