@@ -34,6 +34,13 @@ export interface BenchOptions {
   xdsRounds: number;
   xdsPushes: number;
   xdsDescriptors: number;
+  /**
+   * Another build of this repository (a directory holding its bin/ and dist/): the `cluster` and
+   * `xds-compare` phases measure it as one more arm, `ours-base`, interleaved with ours (`--base=DIR`).
+   */
+  base: string | undefined;
+  /** xds-compare: the arms to measure (default every one available). */
+  xdsArms: string[] | undefined;
   /** Load shapes of the saturation and latency phases (`--shapes=2x50,64x2`). */
   shapes: Shape[];
   /** Load drivers of the saturation and latency phases, interleaved in the same rounds (`--drivers=`). */
@@ -117,6 +124,8 @@ export function parseArgs(argv: string[], phaseNames: readonly string[]): BenchO
     xdsRounds: Number(get('xds-rounds') ?? (quick ? 1 : 2)),
     xdsPushes: Number(get('xds-pushes') ?? (quick ? 3 : 5)),
     xdsDescriptors: Number(get('xds-descriptors') ?? 10),
+    base: get('base'),
+    xdsArms: list(get('xds-arms')),
     shapes: parseShapes(get('shapes') ?? DEFAULT_SHAPES),
     drivers,
     runs,

@@ -79,3 +79,56 @@ t.test('a version pushed to many streams is encoded once and reaches each of the
   }
   t.equal(new Set(second.map((r) => r.nonce)).size, 1, 'the same bytes, nonce included, to every stream');
 });
+
+t.test('versions set while a fan-out is under way: every stream ends on the newest', async (t) => {
+  const cache = new InMemorySnapshotCache();
+  const server = new AdsServer({ cache, listen: '127.0.0.1:0' });
+  await server.start();
+  t.teardown(() => server.close());
+  // Large responses, so writing them to every stream takes more than one slice of the fan-out.
+  const big = (rpu: number) =>
+    Array.from({ length: 40 }, (_, i) => ({
+      name: `d${i}`,
+      typeUrl: RATELIMIT_CONFIG_TYPE_URL,
+      value: encodeRateLimitConfig({
+        name: `d${i}`,
+        domain: `d${i}`,
+        descriptors: Array.from({ length: 100 }, (_, j) => ({
+          key: 'k',
+          value: `v${j}`,
+          rateLimit: { unit: 'SECOND' as const, requestsPerUnit: rpu + j },
+        })),
+      }),
+    }));
+  cache.setDefaultSnapshot(big(1));
+  const streams: RawAdsStream[] = [];
+  for (let i = 0; i < STREAMS; i++) {
+    const s = openRawAdsStream(`127.0.0.1:${server.port}`, `pod-${i}`);
+    t.teardown(() => s.close());
+    streams.push(s);
+    s.send({ versionInfo: '' });
+  }
+  // Every pod ACKs whatever it is sent, until it runs the version it waits for.
+  const runs = async (s: RawAdsStream, version: string) => {
+    for (;;) {
+      const r = await s.next(30_000);
+      s.send({ versionInfo: r.versionInfo, responseNonce: r.nonce });
+      if (r.versionInfo === version) return;
+    }
+  };
+  const v1 = cache.getSnapshot('any')!.resourceSet(RATELIMIT_CONFIG_TYPE_URL).version;
+  await Promise.all(streams.map((s) => runs(s, v1)));
+  // One stream closes during the fan-out; the others must all reach the last version.
+  cache.setDefaultSnapshot(big(2));
+  streams[0].close();
+  const v3 = cache.setDefaultSnapshot(big(3)).resourceSet(RATELIMIT_CONFIG_TYPE_URL).version;
+  await Promise.all(streams.slice(1).map((s) => runs(s, v3)));
+  const deadline = Date.now() + 30_000;
+  let onV3 = 0;
+  while (Date.now() < deadline) {
+    onV3 = server.streams().filter((s) => s.types.get(RATELIMIT_CONFIG_TYPE_URL)?.versionAcked === v3).length;
+    if (onV3 === STREAMS - 1) break;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  t.equal(onV3, STREAMS - 1, 'every open stream ACKed the newest version');
+});

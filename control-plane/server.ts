@@ -58,6 +58,9 @@ export interface AdsServerOptions {
 
 export const DEFAULT_LISTEN = '0.0.0.0:18000';
 
+/** Longest run of stream writes in one event-loop turn during a fan-out (see pushAll). */
+const PUSH_SLICE_MS = 2;
+
 /**
  * The address grpc-js bound for `listen` (host as given, the port it chose for port 0): what the
  * listening line names, so `0.0.0.0:18000` reads as every interface. grpc-js shows no socket address.
@@ -101,6 +104,10 @@ export class AdsServer extends EventEmitter<AdsServerEvents> {
   private tlsFiles: ReloadingTlsFiles | undefined;
   private readonly sotw: SotwStreams;
   private readonly delta: DeltaStreams;
+  /** The streams of the fan-out in progress, the next one to offer, whether a slice is scheduled. */
+  private pushQueue: OpenStream[] = [];
+  private pushNext = 0;
+  private pushScheduled = false;
 
   constructor(private readonly opts: AdsServerOptions) {
     super();
@@ -187,6 +194,8 @@ export class AdsServer extends EventEmitter<AdsServerEvents> {
     this.tlsFiles?.close();
     this.tlsFiles = undefined;
     this.cache.off('change', this.onCacheChange);
+    this.pushQueue = [];
+    this.pushNext = 0;
     // Ending our side of each stream lets clients reconnect elsewhere at once.
     for (const s of this.open.values()) {
       try {
@@ -245,12 +254,37 @@ export class AdsServer extends EventEmitter<AdsServerEvents> {
     call.on('close', () => this.closeStream(s));
   }
 
-  /** Offers the current snapshot to every open stream (a no-op for those already on it or awaiting an ACK). */
+  /**
+   * Offers the current snapshot to every open stream (a no-op for those already on it or awaiting an
+   * ACK), in slices of PUSH_SLICE_MS with a macrotask between them. grpc-js only queues a stream's
+   * write; its HTTP/2 session sends the bytes from the event loop's next immediate phase. In one
+   * synchronous pass over a thousand streams no pod would receive anything before the last stream was
+   * written; in slices the first pods receive (and decode, on their side) while the server is still
+   * writing to the rest. A change during a fan-out restarts it over every stream: a stream already sent
+   * the previous version is awaiting its ACK and gets the newest version then.
+   */
   private pushAll(): void {
-    for (const s of this.open.values()) {
-      if (s.nodeId === '') continue;
+    this.pushQueue = [...this.open.values()];
+    this.pushNext = 0;
+    if (!this.pushScheduled) this.pushSlice();
+  }
+
+  private pushSlice(): void {
+    this.pushScheduled = false;
+    const queue = this.pushQueue;
+    const until = performance.now() + PUSH_SLICE_MS;
+    while (this.pushNext < queue.length) {
+      const s = queue[this.pushNext++];
+      if (s.nodeId === '' || s.closed) continue;
       (s.protocol === 'delta' ? this.delta : this.sotw).push(s);
+      if (performance.now() >= until && this.pushNext < queue.length) {
+        this.pushScheduled = true;
+        setImmediate(() => this.pushSlice());
+        return;
+      }
     }
+    this.pushQueue = [];
+    this.pushNext = 0;
   }
 
   private closeStream(s: OpenStream): void {

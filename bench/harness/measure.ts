@@ -3,7 +3,7 @@
 import { spawn } from 'node:child_process';
 import { loadgenDriver, type LoadDriver } from './drivers.js';
 import type { LoadResult, LoadSpec } from '../load/loadgen.js';
-import { cpuSeconds, REPO_ROOT, stealMsPerCpu, type BenchRedis, type BenchService } from './services.js';
+import { cpuSeconds, REPO_ROOT, stealMsPerCpu, type BenchService, type RedisUnderTest } from './services.js';
 
 export interface Sample {
   service: string;
@@ -56,7 +56,7 @@ export interface Sample {
 
 export interface MeasureOptions {
   service: BenchService;
-  redis: BenchRedis;
+  redis: RedisUnderTest;
   spec: Omit<LoadSpec, 'target'>;
   round: number;
   loadgenCpus: string;
@@ -97,7 +97,7 @@ export async function measure(o: MeasureOptions): Promise<Sample> {
       at,
       steal,
       svc: cpuSeconds(o.service.pid),
-      redis: cpuSeconds(o.redis.pid),
+      redis: o.redis.cpuSeconds(),
       calls: c.total,
       byCommand: c.byCommand,
     };

@@ -64,9 +64,38 @@ const NOT_COUNTED = new Set([
   'command',
   'select',
   'auth',
+  'cluster',
+  'readonly',
 ]);
 
-export class BenchRedis {
+/** The Redis a measurement counts: commands executed, CPU used, and a way to empty it between runs. */
+export interface RedisUnderTest {
+  /** Calls of the commands a rate limiter sends (harness and topology commands excluded). */
+  commandCalls(): Promise<{ total: number; byCommand: Record<string, number> }>;
+  /** CPU seconds the Redis process(es) used so far. */
+  cpuSeconds(): number;
+  flushAll(): Promise<void>;
+}
+
+/** A process' INFO commandstats, the commands in NOT_COUNTED left out. */
+export async function countedCommandCalls(
+  port: number,
+): Promise<{ total: number; byCommand: Record<string, number> }> {
+  const info = await redisInfo({ port }, 'commandstats');
+  const byCommand: Record<string, number> = {};
+  let total = 0;
+  for (const [k, v] of Object.entries(info)) {
+    if (!k.startsWith('cmdstat_')) continue;
+    const name = k.slice(8);
+    if (NOT_COUNTED.has(name)) continue;
+    const calls = Number(/calls=(\d+)/.exec(v)?.[1] ?? 0);
+    byCommand[name] = calls;
+    total += calls;
+  }
+  return { total, byCommand };
+}
+
+export class BenchRedis implements RedisUnderTest {
   constructor(readonly server: RedisServer) {}
 
   static async start(cpus: string): Promise<BenchRedis> {
@@ -83,19 +112,12 @@ export class BenchRedis {
   }
 
   /** Calls of the commands a rate limiter sends (harness commands such as INFO excluded). */
-  async commandCalls(): Promise<{ total: number; byCommand: Record<string, number> }> {
-    const info = await redisInfo({ port: this.server.port }, 'commandstats');
-    const byCommand: Record<string, number> = {};
-    let total = 0;
-    for (const [k, v] of Object.entries(info)) {
-      if (!k.startsWith('cmdstat_')) continue;
-      const name = k.slice(8);
-      if (NOT_COUNTED.has(name)) continue;
-      const calls = Number(/calls=(\d+)/.exec(v)?.[1] ?? 0);
-      byCommand[name] = calls;
-      total += calls;
-    }
-    return { total, byCommand };
+  commandCalls(): Promise<{ total: number; byCommand: Record<string, number> }> {
+    return countedCommandCalls(this.server.port);
+  }
+
+  cpuSeconds(): number {
+    return cpuSeconds(this.server.pid);
   }
 
   async flushAll(): Promise<void> {
@@ -145,9 +167,11 @@ export interface ServiceOptions {
   node?: string;
   /** Name of the log file (`<logName>.log` in logDir); default the kind. */
   logName?: string;
+  /** Our service only: the bin it runs (default this build's bin/ratelimit.js). */
+  bin?: string;
   /** How often to try the listeners while the service starts (default 50 ms). */
   pollMs?: number;
-  /** More environment variables for the service. */
+  /** More environment variables for the service (e.g. `REDIS_TYPE=cluster`). */
   env?: NodeJS.ProcessEnv;
   /** How long the service may take to listen (default 180 s). */
   startDeadlineMs?: number;
@@ -204,7 +228,7 @@ export class BenchService {
         ...(o.loopProbeFile
           ? ['--import', join(REPO_ROOT, 'bench', 'harness', 'loop-probe-preload.mjs')]
           : []),
-        builtBin('ratelimit'),
+        o.bin ?? builtBin('ratelimit'),
       ];
     } else {
       const bin = BenchService.referenceBinary();

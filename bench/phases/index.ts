@@ -1,6 +1,7 @@
 // Every benchmark phase, in the order a run executes them. A new phase is one module and one line here.
 import { algorithmsPhase } from './algorithms.js';
 import { checkPhase } from './check.js';
+import { clusterPhase } from './cluster.js';
 import { configMemoryPhase } from './config-memory.js';
 import { h2loadPhase } from './h2load.js';
 import { jsonPhase } from './json.js';
@@ -32,6 +33,7 @@ export const PHASES: readonly Phase[] = [
   xdsReloadPhase,
   xdsComparePhase,
   rlqsAccuracyPhase,
+  clusterPhase,
   configMemoryPhase,
 ];
 

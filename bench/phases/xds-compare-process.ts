@@ -1,7 +1,8 @@
 // The child processes of the `xds-compare` phase (phases/xds-compare.ts), which measures our control
 // plane's fan-out side by side with a go-control-plane SnapshotCache server (load/go-xds/):
 //
-//   server <domains> <descriptors>  our AdsServer + InMemorySnapshotCache from dist/, speaking the same
+//   server <domains> <descriptors>  our AdsServer + InMemorySnapshotCache from dist/ (or from the dist/
+//                                   directory in XDS_SERVER_DIST), speaking the same
 //                                   line protocol as load/go-xds/main.go: prints "PORT <n>"; on stdin
 //                                   "change <i>" domain i gets a new generation and the snapshot is set,
 //                                   then prints "SET". Same content as the Go side.
@@ -19,7 +20,9 @@
 //   node --import tsx bench/phases/xds-compare-process.ts server 10 10
 //   node --import tsx bench/phases/xds-compare-process.ts pods <port> 100
 import * as grpc from '@grpc/grpc-js';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline';
+import { pathToFileURL } from 'node:url';
 import { importBuilt } from '../../harness/dist.js';
 
 const TYPE_URL = 'type.googleapis.com/ratelimit.config.ratelimit.v3.RateLimitConfig';
@@ -29,8 +32,12 @@ const DELTA_METHOD = '/envoy.service.discovery.v3.AggregatedDiscoveryService/Del
 const wallMs = () => performance.timeOrigin + performance.now();
 
 async function server(domains: number, descriptors: number): Promise<void> {
-  const { AdsServer, InMemorySnapshotCache, rateLimitConfigResource } =
-    await importBuilt<typeof import('../../control-plane/index.js')>('control-plane/index');
+  type ControlPlane = typeof import('../../control-plane/index.js');
+  // XDS_SERVER_DIST: the dist/ of another build, to compare two builds in the same run.
+  const other = process.env.XDS_SERVER_DIST;
+  const { AdsServer, InMemorySnapshotCache, rateLimitConfigResource } = other
+    ? ((await import(pathToFileURL(join(other, 'control-plane', 'index.js')).href)) as ControlPlane)
+    : await importBuilt<ControlPlane>('control-plane/index');
   const domain = (i: number, generation: number) =>
     rateLimitConfigResource({
       name: `d${i}`,

@@ -11,6 +11,7 @@
 //
 //   npm run bench -- --no-reference --phases=xds-compare --xds-pods=100,1000 --xds-domains=10,1000
 import { spawn, type ChildProcessByStdio } from 'node:child_process';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { Readable, Writable } from 'node:stream';
 import { ensureGoXdsServer } from '../harness/drivers.js';
@@ -21,8 +22,8 @@ import type { BenchResults } from '../report/results.js';
 import { evaluateTarget, type Figure } from '../report/table.js';
 import { AUX_CPUS, SERVICE_CPUS, type Phase, type PhaseContext } from './phase.js';
 
-/** `ours-delta`: our server, the pods speaking delta xDS. */
-export type XdsServerKind = 'ours' | 'ours-delta' | 'go';
+/** `ours-delta`: our server, the pods speaking delta xDS; `ours-base`: another build (`--base`), SotW. */
+export type XdsServerKind = 'ours' | 'ours-delta' | 'ours-base' | 'go';
 
 export interface XdsPush {
   /** ms from the change until the median, 99th-percentile and last pod received the new version. */
@@ -141,14 +142,19 @@ export async function measureXdsServer(
   descriptors: number,
   pushes: number,
   round: number,
+  baseDist?: string,
 ): Promise<XdsCompareRound> {
   const srv =
-    server !== 'go'
-      ? start(nodeTs('server', String(domains), String(descriptors)), SERVICE_CPUS)
-      : start([goBin!, String(domains), String(descriptors)], SERVICE_CPUS, { GOMAXPROCS: '1' });
+    server === 'go'
+      ? start([goBin!, String(domains), String(descriptors)], SERVICE_CPUS, { GOMAXPROCS: '1' })
+      : start(
+          nodeTs('server', String(domains), String(descriptors)),
+          SERVICE_CPUS,
+          server === 'ours-base' && baseDist ? { XDS_SERVER_DIST: baseDist } : {},
+        );
   let podsProc: LineChild | undefined;
   try {
-    const port = (await srv.expect('PORT ', 60_000)).slice(5);
+    const port = (await srv.expect('PORT ', 180_000)).slice(5);
     const pid = srv.proc.pid!;
     await cpuAtRest(pid);
     const rss0 = rssMiB(pid);
@@ -200,8 +206,11 @@ const list = (v: string) => v.split(',').map(Number);
 
 async function run({ o, results, log }: PhaseContext): Promise<void> {
   const goBin = ensureGoXdsServer(log);
-  const servers: XdsServerKind[] = goBin ? ['ours', 'ours-delta', 'go'] : ['ours', 'ours-delta'];
-  if (!goBin) log('xds-compare: no go-control-plane server; measuring ours only');
+  const available: XdsServerKind[] = ['ours', 'ours-delta'];
+  if (o.base) available.push('ours-base');
+  if (goBin) available.push('go');
+  else log('xds-compare: no go-control-plane server; measuring ours only');
+  const servers = available.filter((k) => !o.xdsArms || o.xdsArms.includes(k));
   const rounds: XdsCompareRound[] = [];
   results.extra['xds-compare'] = rounds;
   for (const pods of list(o.xdsPods)) {
@@ -210,7 +219,16 @@ async function run({ o, results, log }: PhaseContext): Promise<void> {
         const order = r % 2 === 0 ? servers : [...servers].reverse();
         for (const server of order) {
           try {
-            const m = await measureXdsServer(server, goBin, pods, domains, o.xdsDescriptors, o.xdsPushes, r);
+            const m = await measureXdsServer(
+              server,
+              goBin,
+              pods,
+              domains,
+              o.xdsDescriptors,
+              o.xdsPushes,
+              r,
+              o.base ? join(o.base, 'dist') : undefined,
+            );
             rounds.push(m);
             log(
               `xds-compare ${server} pods=${pods} domains=${domains} round ${r}: last pod ${m.pushes
@@ -238,7 +256,7 @@ function figures(r: BenchResults, _o: BenchOptions): Figure[] {
   }
   for (const ms of cells.values()) {
     const { pods, domains } = ms[0];
-    for (const arm of ['ours', 'ours-delta'] as const) {
+    for (const arm of ['ours', 'ours-delta', 'ours-base'] as const) {
       if (!ms.some((m) => m.server === arm)) continue;
       out.push(...armFigures(ms, arm, pods, domains));
     }
@@ -246,15 +264,15 @@ function figures(r: BenchResults, _o: BenchOptions): Figure[] {
   return out;
 }
 
-/** One arm of ours (SotW or delta) beside go-control-plane. */
+/** One arm of ours (SotW, delta, or another build with SotW) beside go-control-plane. */
 function armFigures(
   ms: XdsCompareRound[],
-  arm: 'ours' | 'ours-delta',
+  arm: 'ours' | 'ours-delta' | 'ours-base',
   pods: number,
   domains: number,
 ): Figure[] {
   const out: Figure[] = [];
-  const protocol = arm === 'ours' ? 'SotW' : 'delta';
+  const protocol = arm === 'ours' ? 'SotW' : arm === 'ours-delta' ? 'delta' : 'SotW, the --base build';
   const group = `xDS fan-out vs go-control-plane (${pods} pods, ${domains} domains, one changed; ours ${protocol})`;
   const of = (kind: XdsServerKind, f: (m: XdsCompareRound) => number[]) =>
     stat(ms.filter((m) => m.server === kind).flatMap(f));

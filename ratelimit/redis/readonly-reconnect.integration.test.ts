@@ -100,3 +100,44 @@ for (const direct of ['true', 'false']) {
     },
   );
 }
+
+t.test('an address that still leads to a replica is dialled again at most about once a second', async (t) => {
+  const [a, b] = await Promise.all([startRedis(), startRedis()]);
+  t.teardown(() => Promise.all([a.stop(), b.stop()]));
+  const admin = a.client();
+  t.teardown(() => admin.disconnect());
+  const svc = await startTestApp({
+    env: {
+      BACKEND_TYPE: 'redis',
+      REDIS_SOCKET_TYPE: 'tcp',
+      REDIS_URL: a.url,
+      REDIS_CLOSE_CONNECTION_ON_READONLY_ERROR: 'true',
+      CACHE_FAILURE_MODE: 'allow',
+    },
+    files: {
+      'ro.yaml':
+        'domain: ro\ndescriptors:\n  - key: k\n    rate_limit: { unit: hour, requests_per_unit: 1000 }\n',
+    },
+  });
+  t.teardown(() => svc.close());
+  const call = () => svc.call({ domain: 'ro', descriptors: [descriptor(['k', 'v'])] });
+  t.equal((await call()).overallCode, 'OK');
+  await admin.call('REPLICAOF', '127.0.0.1', String(b.port));
+  const accepted = async () =>
+    Number(/total_connections_received:(\d+)/.exec(String(await admin.call('INFO', 'stats')))![1]);
+  await eventually(
+    async () => {
+      await call(); // a write meets the READONLY
+      return (await fetch(`${svc.httpUrl}/healthcheck`)).status === 500;
+    },
+    15_000,
+    'unready',
+  );
+  const before = await accepted();
+  const started = performance.now();
+  while (performance.now() - started < 3000) await call();
+  const dialled = (await accepted()) - before;
+  // Two connections per dial (ioredis and direct counting): ~3 dials in 3 s; a loop would be hundreds.
+  t.ok(dialled <= 12, `${dialled} connections in 3 s`);
+  t.equal((await call()).overallCode, 'OK', 'decisions still answered (failure mode allow)');
+});

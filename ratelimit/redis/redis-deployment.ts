@@ -29,6 +29,9 @@ import { countOf, storedCountOf, verdictOf, verdictsOf } from './reply-shapes.js
 
 type ExecResult = [Error | null, unknown][] | null;
 
+/** Replies by which a cluster refuses a command without running it: it is to be sent elsewhere or again. */
+const REDIRECTED = /^(MOVED|ASK|TRYAGAIN|CLUSTERDOWN) /;
+
 /** A request waiting in the implicit pipeline. */
 interface Pending {
   readonly ops: readonly CounterOp[];
@@ -108,6 +111,8 @@ export class RedisDeployment {
    */
   demoted = false;
   private roleTimer: NodeJS.Timeout | undefined;
+  /** When REDIS_CLOSE_CONNECTION_ON_READONLY_ERROR last dropped the connection (performance.now()). */
+  private lastReconnectAt = -Infinity;
 
   constructor(
     name: string,
@@ -280,9 +285,80 @@ export class RedisDeployment {
     return results;
   }
 
-  /** One pipeline per hash slot, all sent at once; each op settles on its own. */
+  /**
+   * One pipeline per master, all sent at once; each op settles on its own. The ops of one store call
+   * (a turn's increments of many requests) are grouped by the master the slot map names for their
+   * slot, as ioredis allows in one pipeline: grouped by slot, a turn of N distinct keys cost N
+   * pipelines (a Pipeline object, a write and a promise each). An op whose slot the cluster answered
+   * with a redirection (its INCRBY did not run) is resent in a pipeline of its slot, which ioredis
+   * follows to the node the cluster names, so an INCRBY and its EXPIRE still travel together.
+   */
   private async incrementClusterEach(ops: readonly CounterOp[]): Promise<(number | Error)[]> {
     const c = this.client as Cluster;
+    const groups = new Map<string | number, number[]>();
+    for (let i = 0; i < ops.length; i++) {
+      const slot = clusterSlot(ops[i].key);
+      // Before the first slot map every op is its own slot's group.
+      const node = c.slots[slot]?.[0] ?? slot;
+      const g = groups.get(node);
+      if (g) g.push(i);
+      else groups.set(node, [i]);
+    }
+    const out = new Array<number | Error>(ops.length);
+    const settle = async (idx: number[], run: (part: CounterOp[]) => Promise<(number | Error)[]>) => {
+      try {
+        const counts = await this.deadlines.bound(run(idx.map((i) => ops[i])));
+        for (let j = 0; j < idx.length; j++) out[idx[j]] = counts[j];
+      } catch (err) {
+        for (const i of idx) out[i] = err as Error;
+      }
+    };
+    await Promise.all(
+      [...groups.values()].map((idx) =>
+        settle(idx, (part) =>
+          part.length === 1 ? this.execClusterGroup(c, part) : this.execNodeGroup(c, part),
+        ),
+      ),
+    );
+    return out;
+  }
+
+  /**
+   * The ops of one master in one pipeline; the ops the cluster redirected (or whose slot moved to
+   * another master since the slot map was read) are resent one pipeline per slot.
+   */
+  private async execNodeGroup(c: Cluster, ops: readonly CounterOp[]): Promise<(number | Error)[]> {
+    const p = c.pipeline();
+    for (let i = 0; i < ops.length; i++) {
+      p.incrby(ops[i].key, sentHits(ops[i].hits));
+      p.expire(ops[i].key, ops[i].expireSeconds);
+    }
+    let res: ExecResult;
+    try {
+      res = await p.exec();
+    } catch (err) {
+      // Refused before sending: the slot map changed between the grouping and the exec.
+      if (/same slots allocation group/.test((err as Error).message)) return this.execPerSlot(c, ops);
+      throw cacheError('redis cluster pipeline failed', err);
+    }
+    const out = countsFrom(res, 0, ops.length);
+    const redirected: number[] = [];
+    for (let i = 0; i < ops.length; i++) {
+      const err = res?.[2 * i]?.[0];
+      if (err && REDIRECTED.test(err.message)) redirected.push(i);
+    }
+    if (redirected.length > 0) {
+      const again = await this.execPerSlot(
+        c,
+        redirected.map((i) => ops[i]),
+      );
+      for (let j = 0; j < redirected.length; j++) out[redirected[j]] = again[j];
+    }
+    return out;
+  }
+
+  /** One pipeline per hash slot, all sent at once (ioredis follows a slot's redirections). */
+  private async execPerSlot(c: Cluster, ops: readonly CounterOp[]): Promise<(number | Error)[]> {
     const slots = new Map<number, number[]>();
     for (let i = 0; i < ops.length; i++) {
       const s = clusterSlot(ops[i].key);
@@ -294,11 +370,9 @@ export class RedisDeployment {
     await Promise.all(
       [...slots.values()].map(async (idx) => {
         try {
-          const counts = await this.deadlines.bound(
-            this.execClusterGroup(
-              c,
-              idx.map((i) => ops[i]),
-            ),
+          const counts = await this.execClusterGroup(
+            c,
+            idx.map((i) => ops[i]),
           );
           for (let j = 0; j < idx.length; j++) out[idx[j]] = counts[j];
         } catch (err) {
@@ -631,6 +705,10 @@ export class RedisDeployment {
    */
   private reconnect(): void {
     if (this.closing) return;
+    const now = performance.now();
+    // At most once per ROLE_CHECK_MS: the ROLE check that follows a reconnect must not start another.
+    if (now - this.lastReconnectAt < ROLE_CHECK_MS) return;
+    this.lastReconnectAt = now;
     this.client.once('ready', () => void this.checkRole());
     this.client.disconnect(true);
   }
