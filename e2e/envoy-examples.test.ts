@@ -3,7 +3,8 @@
 // describes, turned into descriptors by an emulation of Envoy's rate limit actions driven by envoy.yaml,
 // decided by the real built service on examples/config with a real Redis.
 import t from 'tap';
-import { cpSync, readFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { parse, parseAllDocuments } from 'yaml';
@@ -33,6 +34,8 @@ import {
   waitUntil,
 } from '../harness/net.js';
 import { startRedis } from '../harness/redis/index.js';
+import { resolveGoTool } from '../harness/kube.js';
+import { runCommand } from '../harness/proc.js';
 
 const ENVOY_YAML = join(REPO_ROOT, 'examples', 'envoy', 'envoy.yaml');
 const ISTIO_YAML = join(REPO_ROOT, 'examples', 'envoy', 'istio-envoyfilter.yaml');
@@ -128,6 +131,29 @@ t.test('examples/envoy/istio-envoyfilter.yaml: every patch value decodes strictl
   t.equal(r.values.length, 2);
   t.ok(anyTypes(r.values).has(RATELIMIT_FILTER), 'the inserted filter is the ratelimit filter');
   t.ok(r.values[1].rate_limits.length >= 4, 'the virtual host patch carries the actions');
+});
+
+t.test("examples/envoy/istio-envoyfilter.yaml decodes strictly into Istio's EnvoyFilter type", async (t) => {
+  // tools/istio-check: istio.io/api's networking.v1alpha3.EnvoyFilter, the message behind Istio's CRD.
+  const istioCheck = resolveGoTool('istio-check');
+  const r = await runCommand(istioCheck, [ISTIO_YAML]);
+  t.equal(r.code, 0, r.stdout + r.stderr);
+  t.equal(r.stdout.split('\n').filter((l) => / ok EnvoyFilter$/.test(l)).length, 2, 'both EnvoyFilters');
+  t.notMatch(r.stdout, / skipped /, 'nothing left unchecked');
+  // Strict: a misspelt field or a wrong enum name in a copy is refused, named.
+  const dir = mkdtempSync(join(tmpdir(), 'rl-istio-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const istio = readFileSync(ISTIO_YAML, 'utf8');
+  for (const [what, from, to, named] of [
+    ['a misspelt field', 'applyTo:', 'aplyTo:', 'unknown field "aplyTo"'],
+    ['a wrong enum name', 'context: GATEWAY', 'context: GATEWAYS', 'GATEWAYS'],
+  ] as const) {
+    const bad = join(dir, 'bad.yaml');
+    writeFileSync(bad, istio.replace(from, to));
+    const b = await runCommand(istioCheck, [bad]);
+    t.equal(b.code, 1, `${what} is refused`);
+    t.ok(b.stdout.includes(named), `${what} is named: ${b.stdout}`);
+  }
 });
 
 t.test('examples/envoy/rate-limit-quota.yaml decodes strictly as an Envoy v3 Bootstrap', async (t) => {

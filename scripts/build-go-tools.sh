@@ -2,8 +2,8 @@
 # Builds the Go tools the e2e tests run, once, into a cache outside the work tree:
 #   kube-apiserver, kubectl (k8s.io/kubernetes) and etcd (go.etcd.io/etcd/server/v3) from tools/k8s-bin,
 #   helm v3, the reference rate limit service (envoyproxy/ratelimit service_cmd + client_cmd), h2spec
-#   (the HTTP/2 conformance tool, from tools/h2spec) and eg-check (Envoy Gateway's API types, from
-#   tools/eg-check).
+#   (the HTTP/2 conformance tool, from tools/h2spec), eg-check (Envoy Gateway's API types, from
+#   tools/eg-check) and istio-check (Istio's EnvoyFilter type, from tools/istio-check).
 # Everything comes from the Go module proxy. A tool is built only when its binary is missing, so a second run
 # is a few checks. GOPATH/GOCACHE/GOMODCACHE stay at Go's defaults. See docs/k8s-test-binaries.md.
 #
@@ -27,6 +27,9 @@ H2SPEC_VERSION=v2.2.1+incompatible
 # github.com/envoyproxy/gateway: the newest release the proxy serves (`go list -m -versions`, 2026-11-29).
 # tools/eg-check/go.mod must require the same.
 EG_VERSION=v1.9.1
+# istio.io/api: the newest release the proxy serves (`go list -m -versions`, 2026-11-29).
+# tools/istio-check/go.mod must require the same.
+ISTIO_API_VERSION=v1.32.0
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="${RATELIMIT_TOOLS_CACHE:-$HOME/.cache/ratelimit-ts-tools}"
@@ -47,6 +50,7 @@ HELM_DIR="$CACHE/helm-$HELM_VERSION"
 RL_DIR="$CACHE/ratelimit-$RATELIMIT_VERSION"
 H2SPEC_DIR="$CACHE/h2spec-$H2SPEC_VERSION"
 EG_DIR="$CACHE/eg-check-$EG_VERSION"
+ISTIO_DIR="$CACHE/istio-check-$ISTIO_API_VERSION"
 mkdir -p "$CACHE" "$CACHE/bin"
 
 # One build at a time per cache: a second caller waits instead of compiling the same thing again.
@@ -163,6 +167,17 @@ eg_build() {
 build_one "eg-check (envoyproxy/gateway $EG_VERSION)" "$EG_DIR/eg-check" \
   eg_build -ldflags "-s -w" -o "$EG_DIR/eg-check.tmp" .
 
+# --- istio-check: Istio's EnvoyFilter type with strict decoding, for the Istio example ---
+if ! grep -q "istio.io/api $ISTIO_API_VERSION" "$ROOT/tools/istio-check/go.mod"; then
+  log "tools/istio-check/go.mod does not pin istio.io/api $ISTIO_API_VERSION" >&2
+  exit 1
+fi
+istio_build() {
+  (cd "$ROOT/tools/istio-check" && run "$GO" build -trimpath "$@")
+}
+build_one "istio-check (istio.io/api $ISTIO_API_VERSION)" "$ISTIO_DIR/istio-check" \
+  istio_build -ldflags "-s -w" -o "$ISTIO_DIR/istio-check.tmp" .
+
 # --- stable names: bin/ symlinks and env.sh ---
 link() { ln -sfn "$1" "$CACHE/bin/$(basename "$1")"; }
 for f in etcd kube-apiserver kubectl; do link "$K8S_DIR/$f"; done
@@ -171,6 +186,7 @@ link "$RL_DIR/service_cmd"
 link "$RL_DIR/client_cmd"
 link "$H2SPEC_DIR/h2spec"
 link "$EG_DIR/eg-check"
+link "$ISTIO_DIR/istio-check"
 cat >"$CACHE/env.sh.tmp" <<EOF
 # Written by scripts/build-go-tools.sh. Source it to put the test tools on PATH.
 export RATELIMIT_TOOLS_CACHE="$CACHE"
@@ -191,3 +207,4 @@ echo "  service_cmd:    $RATELIMIT_VERSION ($(stat -L -c %s "$B/service_cmd") by
 echo "  client_cmd:     $RATELIMIT_VERSION ($(stat -L -c %s "$B/client_cmd") bytes)"
 echo "  h2spec:         $("$B/h2spec" --version 2>&1 | head -1)"
 echo "  eg-check:       envoyproxy/gateway $EG_VERSION ($(stat -L -c %s "$B/eg-check") bytes)"
+echo "  istio-check:    istio.io/api $ISTIO_API_VERSION ($(stat -L -c %s "$B/istio-check") bytes)"
