@@ -35,9 +35,13 @@ const streamArb = fc.record({
   cuts: fc.array(fc.nat(), { maxLength: 40 }),
 });
 
-function build(
-  s: fc.RecordValue<{ fragments: string[]; flips: [number, number][]; cuts: number[] }>,
-): Buffer[] {
+interface Stream {
+  fragments: string[];
+  flips: [number, number][];
+  cuts: number[];
+}
+
+function build(s: Stream): Buffer[] {
   const bytes = Buffer.from(s.fragments.join(''), 'latin1');
   for (const [at, v] of s.flips) if (bytes.length > 0) bytes[at % bytes.length] = v;
   const offsets = [...new Set(s.cuts.map((c) => c % (bytes.length + 1)))].sort((a, b) => a - b);
