@@ -48,10 +48,11 @@ function boundRefusedBody(req: IncomingMessage): void {
     clearTimeout(timer);
     req.removeListener('data', count);
   };
-  // The answer is flushed before the socket closes (destroySoon ends the writing side first).
+  // The answer is flushed before the socket closes (destroySoon ends the writing side first). A request
+  // injected in-process (fastify's inject) has a socket-like object with no connection to close.
   const cut = () => {
     stop();
-    if (!req.complete) socket.destroySoon();
+    if (!req.complete && typeof socket.destroySoon === 'function') socket.destroySoon();
   };
   const count = (chunk: Buffer) => {
     drained += chunk.length;

@@ -113,3 +113,19 @@ t.test('a body far past what is drained: the answer is sent, then the connection
     );
   }
 });
+
+t.test('a body past what is drained, injected in-process: a 413, and the process goes on', async (t) => {
+  // fastify's inject hands the request a socket-like object that cannot be half-closed; cutting it must
+  // not throw from the body's 'data' handler (an uncaught exception would end the process).
+  const svc = await startTestApp({ files: { 'd.yaml': CONFIG }, env: { HTTP_MAX_BODY_BYTES: '1024' } });
+  t.teardown(() => svc.close());
+  const res = await svc.app.http!.app.inject({
+    method: 'POST',
+    url: '/json',
+    payload: Buffer.alloc(REFUSED_BODY_DRAIN_BYTES + 64 * 1024, 0x20),
+    headers: { 'content-type': 'application/json' },
+  });
+  t.equal(res.statusCode, 413);
+  const ok = await fetch(`${svc.httpUrl}/healthcheck`);
+  t.equal(ok.status, 200, 'the service still answers');
+});
