@@ -180,6 +180,26 @@ export function mulDivMod(a: number, b: number, d: number): void {
   rem = r;
 }
 
+/**
+ * quot, rem = a bucket's debt max(tat - now, 0) as ms + ticks of 1/limit ms (0, 0 for no bucket). A
+ * bucket written under another rate is rounded up to the next whole ms (never lenient).
+ */
+function readDebt(st: BucketState | undefined, limit: number, now: number): void {
+  quot = 0;
+  rem = 0;
+  if (st === undefined) return;
+  let w = st.count;
+  let f = st.frac;
+  if (st.den !== limit && f > 0) {
+    w += 1;
+    f = 0;
+  }
+  if (w >= now) {
+    quot = w - now;
+    rem = f;
+  }
+}
+
 /** The least k in [0, burst] whose cost k·period/rate (as ms + ticks of 1/rate ms) is >= (ms, ticks). */
 function hitsCovering(ms: number, ticks: number, rate: number, period: number, burst: number): number {
   // Within one of the answer (|error| < 2^-20 hits): corrected below with the exact costs.
@@ -261,22 +281,9 @@ export function evaluateLimitCheck(check: LimitCheck, slots: NumberSlots): Limit
         reset = 0;
       } else {
         // The debt max(tat - now, 0) as dMs + dTicks / limit ms.
-        const st = slots.readBucket(keys[k]!);
-        let dMs = 0;
-        let dTicks = 0;
-        if (st !== undefined) {
-          let w = st.count;
-          let r = st.frac;
-          // Written under another rate: rounded up to the next whole ms (never lenient).
-          if (st.den !== limit && r > 0) {
-            w += 1;
-            r = 0;
-          }
-          if (w >= now) {
-            dMs = w - now;
-            dTicks = r;
-          }
-        }
+        readDebt(slots.readBucket(keys[k]!), limit, now);
+        const dMs = quot;
+        const dTicks = rem;
         let usedMs = dMs;
         let usedTicks = dTicks;
         if (hits > burst) {
@@ -374,21 +381,9 @@ export function refundLimitCheck(check: LimitCheck, slots: NumberSlots): LimitVe
       reset = cur > 0 ? ws + 2 * period - now : prev > 0 ? ws + period - now : 0;
       k += 2;
     } else {
-      let dMs = 0;
-      let dTicks = 0;
-      const st = limit === 0 ? undefined : slots.readBucket(keys[k]!);
-      if (st !== undefined) {
-        let w = st.count;
-        let f = st.frac;
-        if (st.den !== limit && f > 0) {
-          w += 1;
-          f = 0;
-        }
-        if (w >= now) {
-          dMs = w - now;
-          dTicks = f;
-        }
-      }
+      readDebt(limit === 0 ? undefined : slots.readBucket(keys[k]!), limit, now);
+      let dMs = quot;
+      let dTicks = rem;
       if (dMs > 0 || dTicks > 0) {
         // debt - min(r, burst) * T, as ms + ticks of 1/limit ms, not below 0.
         mulDivMod(Math.min(r, burst), period, limit);
