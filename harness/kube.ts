@@ -22,7 +22,15 @@ import { freePorts, LOOPBACK, makeTempDir, removeTempDir, ServerProcess, waitUnt
 
 /** The Go-built tools the e2e tests use, by binary name. */
 export type GoTool =
-  'kube-apiserver' | 'etcd' | 'kubectl' | 'helm' | 'service_cmd' | 'client_cmd' | 'h2spec' | 'eg-check' | 'istio-check';
+  | 'kube-apiserver'
+  | 'etcd'
+  | 'kubectl'
+  | 'helm'
+  | 'service_cmd'
+  | 'client_cmd'
+  | 'h2spec'
+  | 'eg-check'
+  | 'istio-check';
 
 const BUILD_HINT = 'run `bash scripts/build-go-tools.sh` (about 15 min cold on 2 cores) to build it';
 
