@@ -1,9 +1,11 @@
 // Zipkin B3 trace context, read beside W3C traceparent as the reference reads it (its propagators:
 // trace context, then B3, then baggage; a valid B3 context replaces a traceparent one). Both
 // encodings: the single `b3` header (`{trace id}-{span id}[-{sampled}[-{parent span id}]]`, tried
-// first) and the `x-b3-*` headers. Written by hand because the OpenTelemetry B3 propagator package
-// is not among this project's dependencies; this is the part of it a server needs (reading), with
-// the same rules as the reference's: 64-bit trace ids are padded to 128 bits, ids are lower-case hex
+// first) and the `x-b3-*` headers. Written by hand because OpenTelemetry's JavaScript B3 propagator
+// reads other contexts than the reference's Go one (it keeps a context whose sampling state is not
+// 0/1/d, or whose parent span id is malformed, and does not fall back from a malformed `b3` header
+// to the `x-b3-*` ones: docs/decisions/010-b3-reader.md); this is the part a server needs (reading),
+// with the reference's rules: 64-bit trace ids are padded to 128 bits, ids are lower-case hex
 // and not all zeros, `d` (single) and `x-b3-flags: 1` mean debug and so sampled, `x-b3-sampled`
 // takes `0`/`1`/`false`/`true`, no sampling state leaves the decision to the sampler (not sampled
 // for a parent-based one), and anything malformed is ignored as a whole.
