@@ -33,7 +33,7 @@ import type { Phase } from './phase.js';
 
 export const BUDGET_DOMAIN = 'token-budget';
 /** B: tokens per 1 s window. */
-export const BUDGET_TOKENS = 20_000;
+export const BUDGET_TOKENS = 5_000;
 export const WINDOW_MS = 1000;
 export const ESTIMATE_MIN = 100;
 export const ESTIMATE_MAX = 1000;
