@@ -68,6 +68,12 @@ t.test('the example decodes strictly with Envoy’s current route and ratelimit 
     ],
     ['is_negative_hits: true', 'is_negative_hits: "yes"', /is_negative_hits: expected bool/],
     ["hits_addend: { format: '%REQ", "hits_addend: { formt: '%REQ", /formt: unknown field/],
+    [
+      "format: '%REQ(x-max-tokens)%'",
+      "format: 'REQ(x-max-tokens)'",
+      /format: must start with "%" and end with "%"/,
+    ],
+    ["{ format: '%REQ(x-max-tokens)%' }", '{ number: 1000000001 }', /number: at most 1000000000/],
   ];
   for (const [from, to, want] of cases) {
     t.ok(good.includes(from), `the example has ${from}`);
