@@ -67,8 +67,9 @@ export interface TokenBudgetCell {
   max: number;
   /** Tokens above B in the worst window (0 when none went over). */
   overshoot: number;
-  /** `carried` of the worst window. */
+  /** `carried` of the worst window, and the part of it that refunded refused reservations. */
   carriedIntoWorst: number;
+  carriedRefusedIntoWorst: number;
   /** p99 of the admission call, ms (null for the in-process exact model). */
   p99Ms: number | null;
   decisions: number;
@@ -208,6 +209,7 @@ async function runCell(
   const certain = new Array<number>(windows).fill(0);
   const carried = new Array<number>(windows).fill(0);
   const carriedUpper = new Array<number>(windows).fill(0);
+  const carriedRefused = new Array<number>(windows).fill(0);
   const add = (arr: number[], w: number, x: number) => {
     if (w >= from && w < from + windows) arr[w - from]! += x;
   };
@@ -259,7 +261,10 @@ async function runCell(
             // A refund applied in a later window than its own decision returns budget to that window.
             if (!settle.refund) return;
             const s1 = Date.now();
-            if (windowOf((s0 + s1) / 2) > wMid) add(carried, windowOf((s0 + s1) / 2), settle.refund);
+            if (windowOf((s0 + s1) / 2) > wMid) {
+              add(carried, windowOf((s0 + s1) / 2), settle.refund);
+              if (!ok) add(carriedRefused, windowOf((s0 + s1) / 2), settle.refund);
+            }
             for (let w = Math.max(windowOf(s0), windowOf(t0) + 1); w <= windowOf(s1); w++)
               add(carriedUpper, w, settle.refund);
           })
@@ -286,6 +291,7 @@ async function runCell(
     max: admitted[worstAt]! / budget,
     overshoot: Math.max(0, admitted[worstAt]! - budget),
     carriedIntoWorst: carried[worstAt]!,
+    carriedRefusedIntoWorst: carriedRefused[worstAt]!,
     p99Ms: strategy === 'exact' ? null : quantile(latencies, 0.99),
     decisions,
     admitted: admittedCount,
@@ -341,7 +347,7 @@ export async function runTokenBudget(o: TokenBudgetOptions): Promise<TokenBudget
             result.cells.push(cell);
             o.log(
               `token-budget: ${algorithm} N=${n} ${strategy}: median ${pct(cell.median)} max ${pct(cell.max)} ` +
-                `overshoot ${cell.overshoot} carried ${cell.carriedIntoWorst} p99 ${cell.p99Ms?.toFixed(1) ?? '–'} ms ` +
+                `overshoot ${cell.overshoot} carried ${cell.carriedIntoWorst} (refused ${cell.carriedRefusedIntoWorst}) p99 ${cell.p99Ms?.toFixed(1) ?? '–'} ms ` +
                 `(${cell.decisions} decisions, ${cell.errors} failed, ${cell.straddling} straddling)`,
             );
           }
@@ -361,6 +367,11 @@ export async function runTokenBudget(o: TokenBudgetOptions): Promise<TokenBudget
 
 const pct = (x: number) => (Number.isNaN(x) ? '–' : `${(x * 100).toFixed(1)} %`);
 
+const carriedCell = (c: TokenBudgetCell) =>
+  c.carriedRefusedIntoWorst
+    ? `${c.carriedIntoWorst} (${c.carriedRefusedIntoWorst} of refused reservations)`
+    : String(c.carriedIntoWorst);
+
 /** The markdown table of a result. */
 export function tokenBudgetTable(r: TokenBudgetResult): string {
   const lines = [
@@ -371,7 +382,7 @@ export function tokenBudgetTable(r: TokenBudgetResult): string {
     const failed = c.errors ? ` (${c.errors} calls failed)` : '';
     const p99 = c.p99Ms === null ? 'in process' : `${c.p99Ms.toFixed(1)} ms`;
     lines.push(
-      `| ${c.algorithm} | ${c.streams} | ${c.strategy} | ${pct(c.median)}${failed} | ${pct(c.max)} | ${c.overshoot} | ${c.strategy === 'reserve-then-settle' ? c.carriedIntoWorst : ''} | ${p99} |`,
+      `| ${c.algorithm} | ${c.streams} | ${c.strategy} | ${pct(c.median)}${failed} | ${pct(c.max)} | ${c.overshoot} | ${c.strategy === 'reserve-then-settle' ? carriedCell(c) : ''} | ${p99} |`,
     );
   }
   return lines.join('\n');
