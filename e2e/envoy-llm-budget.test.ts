@@ -300,6 +300,21 @@ t.test('reserve, then settle, through the emulated filter against the real servi
     t.equal(await remaining('carol'), DAY_BUDGET - 70_000);
   });
 
+  await t.test('a settle of more that no longer fits is refused and not counted', async (t) => {
+    const r = await start('dave', '99000');
+    t.equal(r.answer.overallCode, 'OK');
+    const done = em.call(
+      { ...r.req, dynamicMetadata: lua.onResponse(r.req.dynamicMetadata, usage(101_000)) },
+      {
+        onStreamDone: true,
+      },
+    );
+    t.same(done.request!.descriptors![0].hitsAddend, { value: 2000 });
+    const answer = await send(done.request!);
+    t.equal(answer.overallCode, 'OVER_LIMIT', 'the 2,000 more do not fit the 1,000 left');
+    t.equal(await remaining('dave'), 1000, 'the window holds the estimate, 2,000 short of what was used');
+  });
+
   await t.test('each window holds exactly the tokens used', async (t) => {
     if (today() !== day0) {
       t.comment('the day turned over during the test: the day counters started again');
