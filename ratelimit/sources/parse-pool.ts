@@ -188,7 +188,7 @@ export class ConfigParsePool {
     // The copy the spare warms up on, taken before the bytes move to the worker.
     const keep =
       this.spare && size <= WARM_UP_MAX_CHARS
-        ? files.map(({ name, bytes }) => ({ name, bytes: bytes.slice() }))
+        ? files.map(({ name, bytes }) => ({ name, bytes: new Uint8Array(bytes) }))
         : undefined;
     const parsed = await this.run(
       { files, known, limits: this.limits },
