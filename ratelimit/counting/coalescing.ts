@@ -274,7 +274,10 @@ export class CoalescingCounterStore implements CounterStore {
       qShards[i] = inner.shardOf(c.keys[0]!, c.perSecond);
     }
     const first = counters.length > 0 ? cShards[0]! : qShards[0]!;
-    if (cShards.every((s) => s === first) && qShards.every((s) => s === first)) {
+    let oneShard = true;
+    for (let i = 0; oneShard && i < cShards.length; i++) oneShard = cShards[i] === first;
+    for (let i = 0; oneShard && i < qShards.length; i++) oneShard = qShards[i] === first;
+    if (oneShard) {
       this.sendShard(first, counters, checks);
       return;
     }

@@ -31,6 +31,19 @@ const REDIRECTED = /^(MOVED|ASK|TRYAGAIN|CLUSTERDOWN) /;
 
 const NONE: readonly never[] = Object.freeze([]);
 
+/** A batch's results from its two parts, either of which may be absent (nothing of that kind sent). */
+function both(
+  counts: Promise<(number | Error)[]> | undefined,
+  verdicts: Promise<(LimitVerdict | Error)[]> | undefined,
+): Promise<BatchResults> {
+  if (verdicts === undefined)
+    return counts === undefined
+      ? Promise.resolve({ counts: [], verdicts: [] })
+      : counts.then((c) => ({ counts: c, verdicts: [] }));
+  if (counts === undefined) return verdicts.then((v) => ({ counts: [], verdicts: v }));
+  return Promise.all([counts, verdicts]).then(([c, v]) => ({ counts: c, verdicts: v }));
+}
+
 export class RedisDeployment extends RedisConnection {
   /**
    * One batch: per op its count and per check its verdict, each settled on its own. An error reply
@@ -68,57 +81,63 @@ export class RedisDeployment extends RedisConnection {
 
   /** Through ioredis on its one connection, corked for this tick: the batch leaves in one write. */
   private sendIoredis(ops: readonly CounterOp[], checks: readonly LimitCheck[]): Promise<BatchResults> {
-    return Promise.all([
-      ops.length === 0 ? [] : this.countsIoredis(ops),
-      checks.length === 0 ? [] : this.verdictsIoredis(checks),
-    ]).then(([counts, verdicts]) => ({ counts, verdicts }));
+    return both(
+      ops.length === 0 ? undefined : this.countsIoredis(ops),
+      checks.length === 0 ? undefined : this.verdictsIoredis(checks),
+    );
   }
 
   /**
    * On the direct connection (one write per tick). What it refused without running (READONLY: a demoted
    * master; NOSCRIPT) is resent, alone, through ioredis, which finds the master or loads the script; an
-   * op or check that ran is never sent again. Nothing of a part the connection could not take was sent:
-   * that part goes through ioredis whole.
+   * op or check that ran is never sent again. A part the connection could not take (nothing of it was
+   * sent) goes through ioredis whole.
    */
-  private async sendDirect(ops: readonly CounterOp[], checks: readonly LimitCheck[]): Promise<BatchResults> {
-    const d = this.direct!;
-    const [c, v] = await Promise.allSettled([
-      ops.length === 0 ? [] : d.increment(ops),
-      checks.length === 0 ? [] : d.evaluate(checks),
-    ]);
-    const counts: (number | Error)[] =
-      c.status === 'fulfilled'
-        ? c.value
-        : c.reason instanceof ResendThroughIoredis
-          ? await this.countsIoredis(ops)
-          : new Array<Error>(ops.length).fill(cacheError('redis INCRBY/EXPIRE failed', c.reason));
-    const verdicts: (LimitVerdict | Error)[] =
-      v.status === 'fulfilled'
-        ? v.value
-        : v.reason instanceof ResendThroughIoredis
-          ? await this.verdictsIoredis(checks)
-          : new Array<Error>(checks.length).fill(scriptFailure(v.reason));
-    const again: Promise<void>[] = [];
-    let opIdx: number[] | undefined;
-    for (let i = 0; i < counts.length; i++)
-      if (counts[i] instanceof ResendThroughIoredis) (opIdx ??= []).push(i);
-    if (opIdx) {
-      const idx = opIdx;
-      again.push(
-        this.countsIoredis(idx.map((i) => ops[i]!)).then((r) => {
-          for (let j = 0; j < idx.length; j++) counts[idx[j]!] = r[j]!;
-        }),
-      );
-    }
-    if (v.status === 'fulfilled') {
-      for (let i = 0; i < verdicts.length; i++) {
-        const r = verdicts[i]!;
-        if (r instanceof ResendThroughIoredis) again.push(this.evalThroughIoredis(checks[i]!, verdicts, i));
-        else if (!(r instanceof Error)) verdicts[i] = verdictOf(r, checks[i]!);
-      }
-    }
-    await Promise.all(again);
-    return { counts, verdicts };
+  private sendDirect(ops: readonly CounterOp[], checks: readonly LimitCheck[]): Promise<BatchResults> {
+    return both(
+      ops.length === 0 ? undefined : this.countsDirect(ops),
+      checks.length === 0 ? undefined : this.verdictsDirect(checks),
+    );
+  }
+
+  private countsDirect(ops: readonly CounterOp[]): Promise<(number | Error)[]> {
+    // `then` rather than an async function: fewer heap bytes per store call.
+    return this.direct!.increment(ops).then(
+      (counts) => {
+        let idx: number[] | undefined;
+        for (let i = 0; i < counts.length; i++)
+          if (counts[i] instanceof ResendThroughIoredis) (idx ??= []).push(i);
+        if (idx === undefined) return counts;
+        const again = idx;
+        return this.countsIoredis(again.map((i) => ops[i]!)).then((r) => {
+          for (let j = 0; j < again.length; j++) counts[again[j]!] = r[j]!;
+          return counts;
+        });
+      },
+      (err: unknown) =>
+        err instanceof ResendThroughIoredis
+          ? this.countsIoredis(ops)
+          : new Array<Error>(ops.length).fill(cacheError('redis INCRBY/EXPIRE failed', err)),
+    );
+  }
+
+  private verdictsDirect(checks: readonly LimitCheck[]): Promise<(LimitVerdict | Error)[]> {
+    return this.direct!.evaluate(checks).then(
+      (verdicts) => {
+        let again: Promise<void>[] | undefined;
+        for (let i = 0; i < verdicts.length; i++) {
+          const r = verdicts[i]!;
+          if (r instanceof ResendThroughIoredis)
+            (again ??= []).push(this.evalThroughIoredis(checks[i]!, verdicts, i));
+          else if (!(r instanceof Error)) verdicts[i] = verdictOf(r, checks[i]!);
+        }
+        return again === undefined ? verdicts : Promise.all(again).then(() => verdicts);
+      },
+      (err: unknown) =>
+        err instanceof ResendThroughIoredis
+          ? this.verdictsIoredis(checks)
+          : new Array<Error>(checks.length).fill(scriptFailure(err)),
+    );
   }
 
   /**
@@ -162,14 +181,14 @@ export class RedisDeployment extends RedisConnection {
    * the others' groups), the checks one script call each to their keys' node.
    */
   private sendCluster(ops: readonly CounterOp[], checks: readonly LimitCheck[]): Promise<BatchResults> {
-    return Promise.all([
-      ops.length === 0 ? [] : this.incrementClusterEach(ops),
+    return both(
+      ops.length === 0 ? undefined : this.incrementClusterEach(ops),
       checks.length === 0
-        ? []
+        ? undefined
         : this.deadlines
             .bound(this.verdictsIoredis(checks))
             .catch((err: unknown) => new Array<Error>(checks.length).fill(scriptFailure(err))),
-    ]).then(([counts, verdicts]) => ({ counts, verdicts }));
+    );
   }
 
   /**
