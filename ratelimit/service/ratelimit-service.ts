@@ -263,7 +263,7 @@ export class RateLimitService {
       if (status.code === 'OVER_LIMIT' && first < 0) first = decisions.length;
       if (least < 0 || status.limitRemaining < decisions[least]!.status.limitRemaining)
         least = decisions.length;
-      decisions.push({ index: i, spec, status });
+      decisions.push({ index: i, spec, status, moreMs: this.opts.limiter.moreQuotaMsOf(status) });
     }
     if (log !== undefined && overLimit && first >= 0) {
       const d = decisions[first]!;
