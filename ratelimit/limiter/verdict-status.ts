@@ -8,10 +8,16 @@ import type { StatsStore } from '../stats/index.js';
 import type { LimitVerdict } from '../counting/index.js';
 import { limitCapacity } from '../counting/index.js';
 
+/** The reverse of each VerdictStatuses' wire limits: which limit a status reports (named limits). */
+const specs = new WeakMap<WireRateLimit, LimitSpec>();
+
+/** The limit a status of a VerdictStatuses reports, or undefined for another status. */
+export function specOf(w: WireRateLimit): LimitSpec | undefined {
+  return specs.get(w);
+}
+
 export class VerdictStatuses {
   private readonly wireLimits = new WeakMap<LimitSpec, WireRateLimit>();
-  /** The reverse of wireLimits: which limit a status reports (named limits). */
-  private readonly specs = new WeakMap<WireRateLimit, LimitSpec>();
 
   constructor(
     private readonly stats: StatsStore,
@@ -26,14 +32,9 @@ export class VerdictStatuses {
       // The single form keeps the rule's name (as fixed windows report it).
       if (m.rule.name && m.rule.limits.length === 1) w.name = m.rule.name;
       this.wireLimits.set(l, w);
-      this.specs.set(w, l);
+      specs.set(w, l);
     }
     return w;
-  }
-
-  /** The limit a status of this class reports, or undefined for another status. */
-  specOf(w: WireRateLimit): LimitSpec | undefined {
-    return this.specs.get(w);
   }
 
   /**

@@ -16,7 +16,7 @@ import type {
   WireRateLimitRequest,
   WireRateLimitResponse,
 } from '../../proto/index.js';
-import { type Limiter } from '../limiter/index.js';
+import { limitOf, type Limiter } from '../limiter/index.js';
 import { CacheError, KeyRejectedError } from '../counting/index.js';
 import type { StatsStore } from '../stats/index.js';
 import { NO_CONFIG_MESSAGE, ServiceError } from './errors.js';
@@ -24,8 +24,6 @@ import { MAX_HITS_ADDEND, toStruct } from '../../proto/index.js';
 import { ietfHeaders, namedMetadata, type NamedDecision, type OverLimitLog } from './named-limits.js';
 
 export const MAX_UINT32 = 4294967295;
-
-const NO_COUNTS: readonly (number | Error)[] = [];
 
 export interface RateLimitServiceOptions {
   limiter: Limiter;
@@ -104,12 +102,13 @@ export class RateLimitService {
       const matches = this.match(config, parsed);
       // Filled only for descriptors a failure mode decided (the cache could not count them).
       const decidedBy: (FailureMode | undefined)[] = [];
-      // The limiter's steps (Limiter.doLimit) with its store call awaited here.
-      const limiter = this.opts.limiter;
-      const run = limiter.start(parsed.domain, matches, parsed.hits, parsed.negative);
-      const statuses = !run.sent
-        ? await limiter.complete(run, decidedBy)
-        : limiter.finish(run, run.counting === undefined ? NO_COUNTS : await run.counting, decidedBy);
+      const statuses = await this.opts.limiter.doLimit(
+        parsed.domain,
+        matches,
+        parsed.hits,
+        decidedBy,
+        parsed.negative,
+      );
       return this.answer(parsed, matches, statuses, decidedBy);
     } catch (err) {
       if (err instanceof CacheError) {
@@ -193,7 +192,7 @@ export class RateLimitService {
       const quota = m !== undefined && (this.opts.globalQuotaMode || m.rule.quotaMode);
       if (m !== undefined && s.code === 'OVER_LIMIT') {
         // Only over-limit descriptors pay for the name lookup.
-        const spec = this.opts.limiter.limitOf(m, s);
+        const spec = limitOf(m, s);
         if (spec !== undefined) this.opts.stats.namedLimitOverLimit(spec.name)?.inc(req.hits[i]);
       }
       if (quota) {
@@ -258,7 +257,7 @@ export class RateLimitService {
       const m = matches[i];
       if (m === undefined) continue;
       const status = statuses[i];
-      const spec = this.opts.limiter.limitOf(m, status);
+      const spec = limitOf(m, status);
       if (spec === undefined) continue;
       if (status.code === 'OVER_LIMIT' && first < 0) first = decisions.length;
       if (least < 0 || status.limitRemaining < decisions[least]!.status.limitRemaining)
