@@ -37,9 +37,15 @@ export class FailureModeStats {
   }
 }
 
+/** Where a decision notes the failure mode that decided each descriptor the store could not count. */
+export interface FailureNotes {
+  /** By descriptor index; allocated with the first descriptor a failure mode decides. */
+  decidedBy?: (FailureMode | undefined)[];
+}
+
 /**
  * The failure modes at work: for a descriptor whose count (or verdict, or refund) failed, the mode of
- * its rule or the global one decides, and is counted and written to `decidedBy[i]` when given. Mode
+ * its rule or the global one decides, and is counted and noted in `notes.decidedBy[i]` when notes are given. Mode
  * `error`, and any failure that is not a cache failure (a key the store refuses: the caller's error),
  * throw the failure instead.
  */
@@ -65,9 +71,9 @@ export class FailureModes {
     hits: number,
     now: number,
     i: number,
-    decidedBy: (FailureMode | undefined)[] | undefined,
+    notes: FailureNotes | undefined,
   ): WireDescriptorStatus {
-    const mode = this.modeOf(err, m, i, decidedBy);
+    const mode = this.modeOf(err, m, i, notes);
     const rule = m.rule;
     if (mode === 'local') {
       const after = this.local.add(op.key, hits, op.expireSeconds);
@@ -93,9 +99,9 @@ export class FailureModes {
     m: LimitMatch,
     now: number,
     i: number,
-    decidedBy: (FailureMode | undefined)[] | undefined,
+    notes: FailureNotes | undefined,
   ): WireDescriptorStatus {
-    this.modeOf(err, m, i, decidedBy);
+    this.modeOf(err, m, i, notes);
     return this.windows.withLimit(m.rule, now, 0);
   }
 
@@ -109,14 +115,14 @@ export class FailureModes {
     err: Error,
     m: LimitMatch,
     i: number,
-    decidedBy: (FailureMode | undefined)[] | undefined,
+    notes: FailureNotes | undefined,
   ): Exclude<FailureMode, 'error'> {
     // Not a cache failure (e.g. a key the store refuses): the caller's error, whatever the mode.
     if (!(err instanceof CacheError)) throw err;
     const mode = m.rule.failureMode ?? this.settings.mode;
     this.byMode[mode].inc();
     if (mode === 'error') throw err;
-    if (decidedBy) decidedBy[i] = mode;
+    if (notes) (notes.decidedBy ??= [])[i] = mode;
     return mode;
   }
 }

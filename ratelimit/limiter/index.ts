@@ -1,6 +1,6 @@
 // Public face of limiter/: the decision for one request's descriptors, through one function.
 //
-//   new Limiter({ store, stats, ... }).doLimit(domain, matches, hits, decidedBy?, negative?)
+//   new Limiter({ store, stats, ... }).doLimit(domain, matches, hits, notes?, negative?)
 //     → Promise<WireDescriptorStatus[]>
 //
 // `matches` are the request's descriptors as the config matched them (undefined: no limit to count),
@@ -8,7 +8,7 @@
 // match, in order: OK with no limit for an undefined match, otherwise the rule's limit, what remains
 // of it and the seconds to the window's end, counted in the counter store (counting/) once per
 // descriptor, with the rule statistics recorded. A descriptor the store could not count is decided by
-// its failure mode, noted in `decidedBy[i]`; the promise rejects with CacheError when that mode is
+// its failure mode, noted in `notes.decidedBy[i]`; the promise rejects with CacheError when that mode is
 // `error` and with KeyRejectedError when the store refuses a key (the caller's error).
 // limitOf(match, status) says which of a rule's limits a status reports.
 //
@@ -26,4 +26,4 @@ export {
   type LimiterOptions,
 } from './limiter.js';
 export { LocalOverLimitCache } from './local-cache.js';
-export type { FailureModeSettings } from './failure-mode.js';
+export type { FailureModeSettings, FailureNotes } from './failure-mode.js';

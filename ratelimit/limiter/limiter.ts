@@ -9,13 +9,18 @@
 // Cache keys are byte-compatible with the reference service:
 //   prefix + domain + "_" + (key + "_" + value + "_") for each entry + windowStart
 // where windowStart = floor(now / unitSeconds) * unitSeconds (fixed windows aligned to the epoch).
-import type { DescriptorEntry, FailureMode, LimitMatch, LimitSpec, RateLimitRule } from '../config/index.js';
+import type { DescriptorEntry, LimitMatch, LimitSpec, RateLimitRule } from '../config/index.js';
 import type { WireDescriptorStatus, WireRateLimit } from '../../proto/index.js';
 import type { StatsStore } from '../stats/index.js';
 import { storeCall, type CounterOp, type CounterStore } from '../counting/index.js';
 import type { LocalOverLimitCache } from './local-cache.js';
 import type { FixedWindows } from './fixed-window.js';
-import { DEFAULT_FAILURE_MODE, FailureModes, type FailureModeSettings } from './failure-mode.js';
+import {
+  DEFAULT_FAILURE_MODE,
+  FailureModes,
+  type FailureModeSettings,
+  type FailureNotes,
+} from './failure-mode.js';
 import { Refunds } from './refunds.js';
 import { ScriptedRules } from './scripted.js';
 import { stopIncrementProbe } from './stop-increment.js';
@@ -85,27 +90,32 @@ export class Limiter {
    * The limiter's one function: one status per entry of `matches`, in order. Undefined entries (no
    * limit, unlimited or replaced) are answered OK with no limit and never reach the store. `hits` are
    * each descriptor's hits, `negative[i]` marks a refund (is_negative_hits). A descriptor the store
-   * could not count is decided by its failure mode, written to `decidedBy[i]` when given; in mode
-   * `error`, or on a failure that is not a cache failure (a key the store refuses), the promise rejects
-   * with that failure (CacheError, KeyRejectedError).
+   * could not count is decided by its failure mode, noted in `notes.decidedBy[i]` when notes are
+   * given; in mode `error`, or on a failure that is not a cache failure (a key the store refuses), the
+   * promise rejects with that failure (CacheError, KeyRejectedError).
    *
    * Not an async function: on the common path (fixed windows only, no STOP_CACHE_KEY_INCREMENT_WHEN_
-   * OVERLIMIT) the keys are built and the counts sent at once, and the statuses come from one `then` on
-   * the store's promise. Anything else goes through the steps beside it (others).
+   * OVERLIMIT) the ops are built and sent at once, and the statuses come from one `then` on the
+   * store's promise. Anything else goes through the steps beside it (others).
    */
   doLimit(
     domain: string,
     matches: readonly (LimitMatch | undefined)[],
     hits: readonly number[],
-    decidedBy?: (FailureMode | undefined)[],
+    notes?: FailureNotes,
     negative?: readonly boolean[],
   ): Promise<WireDescriptorStatus[]> {
     const now = this.nowSeconds();
     const n = matches.length;
-    const keys: (string | undefined)[] = new Array(n);
+    // The fixed-window ops (all but the scripted descriptors, the refunds and those the local cache
+    // answered): sized for the most there can be (an empty array's first push allocates room for 17),
+    // then cut to the ops there are. `opIndex[j]` is the descriptor of op j; undefined while op j is
+    // descriptor j (every descriptor so far has an op, the usual request).
+    const ops: CounterOp[] = new Array(n);
+    let opIndex: number[] | undefined;
+    let nOps = 0;
     // Allocated on the first descriptor the local over-limit cache answers (rare on the hot path).
     let localOver: boolean[] | undefined;
-    let anyLocalOver = false;
     let keyCount = 0;
     let scripted: number[] | undefined;
     let refunds: number[] | undefined;
@@ -121,19 +131,27 @@ export class Limiter {
         continue;
       }
       this.stats.ruleStats(m.statKey).totalHits.inc(hits[i]);
-      if (m.rule.scripted) {
+      keyCount++;
+      const rule = m.rule;
+      if (rule.scripted) {
         // Decided by evaluate(); takes part in STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT as a receiver.
         (scripted ??= []).push(i);
-        keyCount++;
         continue;
       }
-      const key = cacheKey(prefix, domain, m.keyEntries, m.rule.unitSeconds, now);
-      keys[i] = key;
-      keyCount++;
+      const key = cacheKey(prefix, domain, m.keyEntries, rule.unitSeconds, now);
       if (this.localCache !== undefined && this.localCache.has(key)) {
         (localOver ??= new Array<boolean>(n).fill(false))[i] = true;
-        anyLocalOver = true;
+        continue;
       }
+      let expire = rule.unitSeconds;
+      if (this.jitterMax > 0) expire += Math.floor(this.random() * this.jitterMax);
+      if (opIndex === undefined && nOps !== i) opIndex = identity(nOps, n);
+      if (opIndex !== undefined) opIndex[nOps] = i;
+      ops[nOps++] = { key, hits: hits[i], expireSeconds: expire, perSecond: rule.unit === 'SECOND' };
+    }
+    if (nOps < n) {
+      ops.length = nOps;
+      if (opIndex !== undefined) opIndex.length = nOps;
     }
     if (this.stopIncrementWhenOverlimit || scripted !== undefined || refunds !== undefined) {
       return this.others(
@@ -141,100 +159,75 @@ export class Limiter {
         matches,
         hits,
         now,
-        keys,
+        ops,
+        opIndex ?? identity(nOps, nOps),
         localOver,
-        anyLocalOver,
         keyCount,
         scripted,
         refunds,
-        decidedBy,
+        notes,
       );
     }
-    const opIndex: number[] = new Array(keyCount);
-    const ops = this.ops(matches, keys, localOver, hits, opIndex);
-    if (ops.length === 0) {
-      return Promise.resolve(
-        this.statuses(matches, hits, now, keys, localOver, ops, opIndex, NO_COUNTS, decidedBy),
-      );
+    if (nOps === 0) {
+      return Promise.resolve(this.statuses(matches, hits, now, localOver, ops, opIndex, NO_COUNTS, notes));
     }
     return this.windows
       .count(ops)
-      .then((counts) => this.statuses(matches, hits, now, keys, localOver, ops, opIndex, counts, decidedBy));
+      .then((counts) => this.statuses(matches, hits, now, localOver, ops, opIndex, counts, notes));
   }
 
   /**
-   * doLimit with the steps beside the fixed windows: the stop-increment probe first, then the
-   * fixed-window counts, the scripted rules' verdicts and the refunds sent together, and their statuses.
+   * doLimit with the steps beside the fixed windows: the stop-increment probe first (it may set the
+   * ops' hits to 0), then the fixed-window counts, the scripted rules' verdicts and the refunds sent
+   * together, and their statuses.
    */
   private async others(
     domain: string,
     matches: readonly (LimitMatch | undefined)[],
     hits: readonly number[],
     now: number,
-    keys: readonly (string | undefined)[],
+    ops: CounterOp[],
+    opIndex: readonly number[],
     localOver: boolean[] | undefined,
-    anyLocalOver: boolean,
     keyCount: number,
     scripted: number[] | undefined,
     refunds: number[] | undefined,
-    decidedBy: (FailureMode | undefined)[] | undefined,
+    notes: FailureNotes | undefined,
   ): Promise<WireDescriptorStatus[]> {
     // Hits sent to the store per descriptor (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT may zero some).
-    const storeHits = this.stopIncrementWhenOverlimit
-      ? await stopIncrementProbe(this.store, this.failures, matches, keys, hits, anyLocalOver, keyCount)
-      : hits;
-    const opIndex: number[] = new Array(keyCount);
-    const ops = this.ops(matches, keys, localOver, storeHits, opIndex);
+    let storeHits = hits;
+    if (this.stopIncrementWhenOverlimit) {
+      storeHits = await stopIncrementProbe(
+        this.store,
+        this.failures,
+        matches,
+        ops,
+        opIndex,
+        hits,
+        localOver !== undefined,
+        keyCount,
+      );
+      for (let j = 0; j < ops.length; j++) ops[j] = { ...ops[j]!, hits: storeHits[opIndex[j]!]! };
+    }
     const counting = ops.length > 0 ? this.windows.count(ops) : undefined;
     const verdicts = scripted ? this.scriptedRules.evaluate(domain, matches, scripted, storeHits) : undefined;
     const refunding = refunds ? this.refunds.send(domain, matches, hits, refunds, now) : undefined;
     const counts = counting ? await counting : NO_COUNTS;
     const decided = verdicts ? await verdicts : undefined;
     const refunded = refunding ? await refunding : undefined;
-    const statuses = this.statuses(matches, hits, now, keys, localOver, ops, opIndex, counts, decidedBy);
+    const statuses = this.statuses(matches, hits, now, localOver, ops, opIndex, counts, notes);
     if (scripted && decided !== undefined) {
-      this.scriptedRules.statuses(statuses, domain, matches, scripted, decided, hits, now, decidedBy);
+      this.scriptedRules.statuses(statuses, domain, matches, scripted, decided, hits, now, notes);
     }
     if (refunds && refunded !== undefined) {
-      this.refunds.statuses(statuses, domain, matches, refunds, refunded, now, decidedBy);
+      this.refunds.statuses(statuses, domain, matches, refunds, refunded, now, notes);
     }
     return statuses;
   }
 
   /**
-   * The fixed-window ops (all but the scripted descriptors, the refunds and those the local cache
-   * answered), with `opIndex[j]` the descriptor of op j. `opIndex` comes sized for the most ops there
-   * can be (an empty array's first push allocates room for 17) and is cut to the ops there are.
-   */
-  private ops(
-    matches: readonly (LimitMatch | undefined)[],
-    keys: readonly (string | undefined)[],
-    localOver: boolean[] | undefined,
-    storeHits: readonly number[],
-    opIndex: number[],
-  ): CounterOp[] {
-    const n = matches.length;
-    const ops: CounterOp[] = new Array(opIndex.length);
-    let nOps = 0;
-    for (let i = 0; i < n; i++) {
-      const m = matches[i];
-      if (!m || localOver?.[i] || m.rule.scripted || keys[i] === undefined) continue;
-      let expire = m.rule.unitSeconds;
-      if (this.jitterMax > 0) expire += Math.floor(this.random() * this.jitterMax);
-      ops[nOps] = {
-        key: keys[i]!,
-        hits: storeHits[i],
-        expireSeconds: expire,
-        perSecond: m.rule.unit === 'SECOND',
-      };
-      opIndex[nOps++] = i;
-    }
-    if (nOps < ops.length) ops.length = opIndex.length = nOps;
-    return ops;
-  }
-
-  /**
-   * The statuses from the fixed-window counts (`counts[j]` for `ops[j]`): unmatched descriptors OK with
+   * The statuses from the fixed-window counts (`counts[j]` for `ops[j]`, the op of descriptor
+   * `opIndex[j]`, or of descriptor j without opIndex): unmatched descriptors OK with
    * no limit, the local over-limit cache's answers, each count's status, then the counts the store
    * failed through the failure modes. Scripted descriptors and refunds are left to their steps.
    */
@@ -242,12 +235,11 @@ export class Limiter {
     matches: readonly (LimitMatch | undefined)[],
     hits: readonly number[],
     now: number,
-    keys: readonly (string | undefined)[],
     localOver: boolean[] | undefined,
     ops: readonly CounterOp[],
-    opIndex: readonly number[],
+    opIndex: readonly number[] | undefined,
     counts: readonly (number | Error)[],
-    decidedBy: (FailureMode | undefined)[] | undefined,
+    notes: FailureNotes | undefined,
   ): WireDescriptorStatus[] {
     const n = matches.length;
     const statuses: WireDescriptorStatus[] = new Array(n);
@@ -259,22 +251,30 @@ export class Limiter {
       }
     }
     let failed = false;
-    for (let j = 0; j < opIndex.length; j++) {
-      const i = opIndex[j];
+    for (let j = 0; j < ops.length; j++) {
+      const i = opIndex === undefined ? j : opIndex[j];
       const c = counts[j];
-      if (typeof c === 'number') statuses[i] = this.windows.fromCount(matches[i]!, keys[i]!, c, hits[i], now);
+      if (typeof c === 'number')
+        statuses[i] = this.windows.fromCount(matches[i]!, ops[j].key, c, hits[i], now);
       else failed = true;
     }
     if (failed) {
-      for (let j = 0; j < opIndex.length; j++) {
+      for (let j = 0; j < ops.length; j++) {
         const c = counts[j];
         if (typeof c === 'number') continue;
-        const i = opIndex[j];
-        statuses[i] = this.failures.decide(c, matches[i]!, ops[j], hits[i], now, i, decidedBy);
+        const i = opIndex === undefined ? j : opIndex[j];
+        statuses[i] = this.failures.decide(c, matches[i]!, ops[j], hits[i], now, i, notes);
       }
     }
     return statuses;
   }
+}
+
+/** An opIndex whose first `count` ops are descriptors 0 to count - 1, with room for `size`. */
+function identity(count: number, size: number): number[] {
+  const index: number[] = new Array(size);
+  for (let j = 0; j < count; j++) index[j] = j;
+  return index;
 }
 
 /**

@@ -3,7 +3,7 @@
 // another algorithm by its own check, a fixed window as a one-limit check on the reference's key), and
 // otherwise as a counter op with negative hits (memcache's decr). All of a request's refunds go in one
 // store call, beside its other counts.
-import type { FailureMode, LimitMatch } from '../config/index.js';
+import type { LimitMatch } from '../config/index.js';
 import type { WireDescriptorStatus } from '../../proto/index.js';
 import {
   buildFixedWindowRefund,
@@ -16,7 +16,7 @@ import {
   type LimitCheck,
   type LimitVerdict,
 } from '../counting/index.js';
-import type { FailureModes } from './failure-mode.js';
+import type { FailureModes, FailureNotes } from './failure-mode.js';
 import type { FixedWindows } from './fixed-window.js';
 import type { VerdictStatuses } from './verdict-status.js';
 
@@ -96,7 +96,7 @@ export class Refunds {
     refunds: readonly number[],
     results: readonly RefundResult[],
     now: number,
-    decidedBy: (FailureMode | undefined)[] | undefined,
+    notes: FailureNotes | undefined,
   ): void {
     for (let j = 0; j < refunds.length; j++) {
       const i = refunds[j]!;
@@ -104,7 +104,7 @@ export class Refunds {
       const rule = m.rule;
       const r = results[j]!;
       if (r instanceof Error) {
-        statuses[i] = this.failures.decideRefund(r, m, now, i, decidedBy);
+        statuses[i] = this.failures.decideRefund(r, m, now, i, notes);
         continue;
       }
       if (rule.scripted) {

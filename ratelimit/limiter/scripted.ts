@@ -3,7 +3,7 @@
 // verdict becomes a status in verdict-status.ts; when the store could not evaluate, the failure modes
 // decide, `local` counting a fixed window of the first limit's share in the pod (degraded, not the
 // algorithm).
-import type { FailureMode, LimitMatch } from '../config/index.js';
+import type { LimitMatch } from '../config/index.js';
 import type { WireDescriptorStatus } from '../../proto/index.js';
 import {
   buildLimitCheck,
@@ -14,7 +14,7 @@ import {
   type LimitCheck,
   type LimitVerdict,
 } from '../counting/index.js';
-import type { FailureModes } from './failure-mode.js';
+import type { FailureModes, FailureNotes } from './failure-mode.js';
 import type { FixedWindows } from './fixed-window.js';
 import type { VerdictStatuses } from './verdict-status.js';
 
@@ -69,7 +69,7 @@ export class ScriptedRules {
     decided: LimitVerdict[] | Error,
     hits: readonly number[],
     now: number,
-    decidedBy: (FailureMode | undefined)[] | undefined,
+    notes: FailureNotes | undefined,
   ): void {
     if (decided instanceof Error) {
       for (const i of scripted) {
@@ -80,7 +80,7 @@ export class ScriptedRules {
           expireSeconds: m.rule.unitSeconds,
           perSecond: m.rule.unit === 'SECOND',
         };
-        statuses[i] = this.failures.decide(decided, m, op, hits[i], now, i, decidedBy);
+        statuses[i] = this.failures.decide(decided, m, op, hits[i], now, i, notes);
       }
       return;
     }

@@ -6,15 +6,16 @@ import { CacheError, type CounterOp, type CounterStore } from '../counting/index
 import type { FailureModes } from './failure-mode.js';
 
 /**
- * The hits to send per descriptor: `hits`, or 0 for all but the one over its limit. `keys` are the
- * fixed-window keys (undefined for the other descriptors); `anyLocalOver` says the local over-limit
- * cache already answered one; `keyCount` counts the descriptors that go to the store.
+ * The hits to send per descriptor: `hits`, or 0 for all but the one over its limit. `ops` are the
+ * fixed-window ops (`opIndex[j]` the descriptor of op j), `anyLocalOver` says the local over-limit
+ * cache already answered one descriptor, `keyCount` counts the descriptors that go to the store.
  */
 export async function stopIncrementProbe(
   store: CounterStore,
   failures: FailureModes,
   matches: readonly (LimitMatch | undefined)[],
-  keys: readonly (string | undefined)[],
+  ops: readonly CounterOp[],
+  opIndex: readonly number[],
   hits: readonly number[],
   anyLocalOver: boolean,
   keyCount: number,
@@ -24,16 +25,9 @@ export async function stopIncrementProbe(
   if (anyLocalOver) {
     for (let i = 0; i < n; i++) changed[i] = 0;
   } else if (keyCount > 1) {
-    const probe: CounterOp[] = [];
-    const probeIndex: number[] = [];
-    for (let i = 0; i < n; i++) {
-      const m = matches[i];
-      if (!m || m.rule.scripted || keys[i] === undefined) continue;
-      probe.push({ key: keys[i]!, hits: 0, expireSeconds: 0, perSecond: m.rule.unit === 'SECOND' });
-      probeIndex.push(i);
-    }
     let current: number[] = [];
-    if (probe.length > 0) {
+    if (ops.length > 0) {
+      const probe = ops.map((op) => ({ key: op.key, hits: 0, expireSeconds: 0, perSecond: op.perSecond }));
       try {
         current = await store.get(probe);
       } catch (err) {
@@ -41,8 +35,8 @@ export async function stopIncrementProbe(
         if (!(err instanceof CacheError) || failures.anyError(matches)) throw err;
       }
     }
-    for (let j = 0; j < probeIndex.length; j++) {
-      const i = probeIndex[j];
+    for (let j = 0; j < opIndex.length; j++) {
+      const i = opIndex[j];
       if (current.length > 0 && current[j] + hits[i] > matches[i]!.rule.requestsPerUnit) {
         for (let k = 0; k < n; k++) if (k !== i) changed[k] = 0;
         break;

@@ -16,7 +16,7 @@ import type {
   WireRateLimitRequest,
   WireRateLimitResponse,
 } from '../../proto/index.js';
-import { limitOf, type Limiter } from '../limiter/index.js';
+import { limitOf, type FailureNotes, type Limiter } from '../limiter/index.js';
 import { CacheError, KeyRejectedError } from '../counting/index.js';
 import type { StatsStore } from '../stats/index.js';
 import { NO_CONFIG_MESSAGE, ServiceError } from './errors.js';
@@ -54,8 +54,8 @@ export interface NamedLimitsOptions {
   overLimitLog?: OverLimitLog;
 }
 
-/** Parsed, validated request in the matcher's terms. */
-interface ParsedRequest {
+/** Parsed, validated request in the matcher's terms; the limiter notes its failure modes in it. */
+interface ParsedRequest extends FailureNotes {
   domain: string;
   descriptors: RequestDescriptor[];
   hits: number[];
@@ -100,16 +100,15 @@ export class RateLimitService {
     }
     try {
       const matches = this.match(config, parsed);
-      // Filled only for descriptors a failure mode decided (the cache could not count them).
-      const decidedBy: (FailureMode | undefined)[] = [];
+      // parsed.decidedBy: set only for descriptors a failure mode decided (the cache could not count them).
       const statuses = await this.opts.limiter.doLimit(
         parsed.domain,
         matches,
         parsed.hits,
-        decidedBy,
+        parsed,
         parsed.negative,
       );
-      return this.answer(parsed, matches, statuses, decidedBy);
+      return this.answer(parsed, matches, statuses);
     } catch (err) {
       if (err instanceof CacheError) {
         stats.redisError.inc();
@@ -166,9 +165,9 @@ export class RateLimitService {
     req: ParsedRequest,
     matches: (LimitMatch | undefined)[],
     statuses: WireDescriptorStatus[],
-    decidedBy: (FailureMode | undefined)[],
   ): WireRateLimitResponse {
     const n = matches.length;
+    const decidedBy = req.decidedBy;
     const unlimited = req.unlimited;
     let overLimit = false;
     let quotaCount = 0;
@@ -225,9 +224,9 @@ export class RateLimitService {
     }
     if (this.opts.responseDynamicMetadata) {
       response.dynamicMetadata = this.dynamicMetadata(req, matches, statuses, decidedBy, namedMeta);
-    } else if (decidedBy.length > 0 || namedMeta !== undefined) {
+    } else if (decidedBy !== undefined || namedMeta !== undefined) {
       const out: Record<string, unknown> = { ...namedMeta };
-      if (decidedBy.length > 0) out.failureMode = failureModesOf(decidedBy);
+      if (decidedBy !== undefined) out.failureMode = failureModesOf(decidedBy);
       response.dynamicMetadata = toStruct(out);
     }
     return response;
@@ -299,7 +298,7 @@ export class RateLimitService {
     req: ParsedRequest,
     matches: readonly (LimitMatch | undefined)[],
     statuses: readonly WireDescriptorStatus[],
-    decidedBy: readonly (FailureMode | undefined)[],
+    decidedBy: readonly (FailureMode | undefined)[] | undefined,
     namedMeta: Record<string, unknown> | undefined,
   ): unknown {
     let merged: Record<string, unknown> | undefined;
@@ -313,7 +312,7 @@ export class RateLimitService {
     };
     if (req.wire.hitsAddend) out.hitsAddend = req.wire.hitsAddend;
     if (merged !== undefined && Object.keys(merged).length > 0) out.metadata = merged;
-    if (decidedBy.length > 0) out.failureMode = failureModesOf(decidedBy);
+    if (decidedBy !== undefined) out.failureMode = failureModesOf(decidedBy);
     if (namedMeta !== undefined) Object.assign(out, namedMeta);
     return toStruct(out);
   }
@@ -418,5 +417,5 @@ export function parseRequest(request: WireRateLimitRequest): ParsedRequest {
         `descriptors[${i}].hits_addend: ${h} is out of range (at most ${MAX_HITS_ADDEND})`,
       );
   }
-  return { domain, descriptors, hits, negative, unlimited: undefined, wire: request };
+  return { domain, descriptors, hits, negative, unlimited: undefined, wire: request, decidedBy: undefined };
 }
