@@ -10,7 +10,8 @@
 // descriptor, with the rule statistics recorded. A descriptor the store could not count is decided by
 // its failure mode, noted in `notes.decidedBy[i]`; the promise rejects with CacheError when that mode is
 // `error` and with KeyRejectedError when the store refuses a key (the caller's error).
-// limitOf(match, status) says which of a rule's limits a status reports.
+// limitOf(match, status) says which of a rule's limits a status reports, moreQuotaMsOf(status) how
+// long until a scripted limit has more quota.
 //
 // Inside: limiter.ts (doLimit, cache keys, fixed windows, the local over-limit cache's answers),
 // scripted.ts (other algorithms, several limits), refunds.ts, stop-increment.ts, failure-mode.ts,
@@ -26,4 +27,5 @@ export {
   type LimiterOptions,
 } from './limiter.js';
 export { LocalOverLimitCache } from './local-cache.js';
+export { moreQuotaMsOf } from './verdict-status.js';
 export type { FailureModeSettings, FailureNotes } from './failure-mode.js';

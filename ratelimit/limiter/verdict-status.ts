@@ -6,14 +6,25 @@ import type { LimitMatch, LimitSpec } from '../config/index.js';
 import type { WireDescriptorStatus, WireRateLimit } from '../../proto/index.js';
 import type { StatsStore } from '../stats/index.js';
 import type { LimitVerdict } from '../counting/index.js';
-import { limitCapacity } from '../counting/index.js';
+import { limitCapacity, moreMsAt } from '../counting/index.js';
 
 /** The reverse of each VerdictStatuses' wire limits: which limit a status reports (named limits). */
 const specs = new WeakMap<WireRateLimit, LimitSpec>();
+/** Per status made by a VerdictStatuses: the verdict's ms until its limit has more quota (RateLimit t). */
+const moreMs = new WeakMap<WireDescriptorStatus, number>();
 
 /** The limit a status of a VerdictStatuses reports, or undefined for another status. */
 export function specOf(w: WireRateLimit): LimitSpec | undefined {
   return specs.get(w);
+}
+
+/**
+ * For a status of a rule the limit script decided: ms until the reported limit has more quota than
+ * the status's remaining with no other hit (0: nothing to wait for). Undefined for other statuses
+ * (a reference fixed window, a failure mode, the local over-limit cache).
+ */
+export function moreQuotaMsOf(status: WireDescriptorStatus): number | undefined {
+  return moreMs.get(status);
 }
 
 export class VerdictStatuses {
@@ -45,12 +56,14 @@ export class VerdictStatuses {
     const limits = m.rule.limits;
     let at = 0;
     for (let i = 1; i < limits.length; i++) if (verdict[1 + 2 * i]! < verdict[1 + 2 * at]!) at = i;
-    return {
+    const status: WireDescriptorStatus = {
       code: 'OK',
       currentLimit: this.wireLimit(m, limits[at]!),
       limitRemaining: verdict[1 + 2 * at]!,
       durationUntilReset: { seconds: Math.ceil(verdict[2 + 2 * at]! / 1000) },
     };
+    moreMs.set(status, verdict[moreMsAt(limits.length, at)]!);
+    return status;
   }
 
   status(m: LimitMatch, verdict: LimitVerdict, hits: number): WireDescriptorStatus {
@@ -72,6 +85,7 @@ export class VerdictStatuses {
       limitRemaining: 0,
       durationUntilReset: { seconds: Math.ceil(verdict[2 + 2 * at]! / 1000) },
     };
+    moreMs.set(status, verdict[moreMsAt(limits.length, at)]!);
     if (rejectedBy > 0) {
       status.code = 'OVER_LIMIT';
       rs.overLimit.inc(hits);

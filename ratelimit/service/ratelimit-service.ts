@@ -16,7 +16,7 @@ import type {
   WireRateLimitRequest,
   WireRateLimitResponse,
 } from '../../proto/index.js';
-import { limitOf, type FailureNotes, type Limiter } from '../limiter/index.js';
+import { limitOf, moreQuotaMsOf, type FailureNotes, type Limiter } from '../limiter/index.js';
 import { CacheError, KeyRejectedError } from '../counting/index.js';
 import type { StatsStore } from '../stats/index.js';
 import { NO_CONFIG_MESSAGE, ServiceError } from './errors.js';
@@ -261,7 +261,7 @@ export class RateLimitService {
       if (status.code === 'OVER_LIMIT' && first < 0) first = decisions.length;
       if (least < 0 || status.limitRemaining < decisions[least]!.status.limitRemaining)
         least = decisions.length;
-      decisions.push({ index: i, spec, status });
+      decisions.push({ index: i, spec, status, moreMs: moreQuotaMsOf(status) });
     }
     if (log !== undefined && overLimit && first >= 0) {
       const d = decisions[first]!;
