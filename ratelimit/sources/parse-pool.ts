@@ -14,7 +14,14 @@ import {
   DEFAULT_YAML_LIMITS,
   type YamlLimits,
 } from '../config/index.js';
-import { decodeAndCheck, parseAndCheck, type ParseReply, type ParseRequest } from './parse-worker.js';
+import {
+  type ConfigFileBytes,
+  decodeAndCheck,
+  parseFiles,
+  type ParsedFiles,
+  type ParseReply,
+  type ParseRequest,
+} from './parse-worker.js';
 
 // The build loads parse-worker.js; source runs (tests, through tsx) load parse-worker.ts with tsx's loader.
 const FROM_SOURCE = import.meta.url.endsWith('.ts');
@@ -89,7 +96,7 @@ export interface ConfigParsePoolOptions {
 export const WARM_UP_PARSES = 2;
 
 /**
- * The spare warms up on the last files only when they hold at most this many characters of YAML in all:
+ * The spare warms up on the last files only when they hold at most this many bytes of YAML in all:
  * a parse's garbage grows the worker's heap to many times the text (docs/performance.md), and a warmed
  * spare would keep that heap between reloads. A larger config's reload pays the parser's compiling
  * instead, a fraction of its parse.
@@ -127,8 +134,11 @@ export class ConfigParsePool {
   private closed = false;
   /** How many parses ran on the worker and how many fell back to this thread. */
   readonly counts = { worker: 0, inline: 0, timedOut: 0, warmedUp: 0 };
-  /** With `spare`: the last file parse that succeeded, parsed WARM_UP_PARSES times on the spare to warm it. */
-  private lastParse: { sources: ConfigSource[]; limits: YamlLimits } | undefined;
+  /**
+   * With `spare`: a copy of the files of the last parse that succeeded, parsed WARM_UP_PARSES times on
+   * the spare to warm it (the files themselves were transferred to the worker that parsed them).
+   */
+  private lastParse: { files: ConfigFileBytes[]; limits: YamlLimits } | undefined;
   private started = 0;
   private readonly waiting = new Map<number, Waiting>();
   private readonly limits: YamlLimits;
@@ -160,31 +170,54 @@ export class ConfigParsePool {
 
   /** Parsed and validated documents (see parse-worker.ts); throws the first ConfigError. */
   async parse(sources: ConfigSource[]): Promise<CheckedDocument[]> {
-    const documents = await this.run({ sources, limits: this.limits }, sources[0]?.name ?? '', async () =>
-      parseAndCheck(sources, this.limits),
+    const encoder = new TextEncoder();
+    // TextEncoder's arrays own their memory (a small Buffer shares the pool's, which cannot be transferred).
+    const files = sources.map(({ name, yaml }) => ({ name, bytes: encoder.encode(yaml) }));
+    const { documents } = await this.parseFiles(files, []);
+    return documents as CheckedDocument[];
+  }
+
+  /**
+   * Files as read (their bytes are transferred to the worker: unusable here afterwards), each parsed and
+   * validated unless its digest is `known[i]` (the digest of the text already parsed; see ParsedFiles).
+   * Throws the first ConfigError.
+   */
+  async parseFiles(files: ConfigFileBytes[], known: (string | undefined)[]): Promise<ParsedFiles> {
+    let size = 0;
+    for (const f of files) size += f.bytes.byteLength;
+    // The copy the spare warms up on, taken before the bytes move to the worker.
+    const keep =
+      this.spare && size <= WARM_UP_MAX_CHARS
+        ? files.map(({ name, bytes }) => ({ name, bytes: new Uint8Array(bytes) }))
+        : undefined;
+    const parsed = await this.run(
+      { files, known, limits: this.limits },
+      files[0]?.name ?? '',
+      async () => parseFiles(files, known, this.limits),
+      [...new Set(files.map((f) => f.bytes.buffer as ArrayBuffer))],
     );
-    if (this.spare) {
-      let chars = 0;
-      for (const src of sources) chars += src.yaml.length;
-      this.lastParse = chars <= WARM_UP_MAX_CHARS ? { sources, limits: this.limits } : undefined;
-    }
-    return documents;
+    if (!('digests' in parsed)) throw new Error('unexpected reply to a file parse');
+    if (this.spare) this.lastParse = keep && { files: keep, limits: this.limits };
+    return parsed;
   }
 
   /** Decoded and validated xDS resources (encoded RateLimitConfig messages); throws the first ConfigError. */
-  decodeXds(messages: Uint8Array[]): Promise<CheckedDocument[]> {
-    return this.run({ messages }, 'xDS resources', async () => decodeAndCheck(messages));
+  async decodeXds(messages: Uint8Array[]): Promise<CheckedDocument[]> {
+    const documents = await this.run({ messages }, 'xDS resources', async () => decodeAndCheck(messages));
+    if (!Array.isArray(documents)) throw new Error('unexpected reply to an xDS decode');
+    return documents;
   }
 
   private async run(
     request: DistributiveOmit<ParseRequest, 'id'>,
     firstName: string,
-    inline: () => Promise<CheckedDocument[]>,
-  ): Promise<CheckedDocument[]> {
+    inline: () => Promise<CheckedDocument[] | ParsedFiles>,
+    transfer: ArrayBuffer[] = [],
+  ): Promise<CheckedDocument[] | ParsedFiles> {
     if (this.closed) throw new Error('config parser is closed');
     let reply: ParseReply;
     try {
-      reply = await this.roundTrip(request, firstName);
+      reply = await this.roundTrip(request, firstName, transfer);
     } catch (err) {
       // No worker at all (e.g. a restricted runtime): parse here, and say once why a reload may stall.
       // A worker that started and then died, timed out or was closed is not retried on this thread:
@@ -200,13 +233,17 @@ export class ConfigParsePool {
     }
     this.counts.worker++;
     if ('progress' in reply) throw new Error('unexpected progress reply');
-    if (reply.ok) return reply.documents;
+    if (reply.ok) return 'files' in reply ? reply.files : reply.documents;
     const e = reply.error;
     if ('detail' in e) throw new ConfigError(e.source, e.field, e.detail);
     throw new Error(e.message);
   }
 
-  private roundTrip(request: DistributiveOmit<ParseRequest, 'id'>, firstName: string): Promise<ParseReply> {
+  private roundTrip(
+    request: DistributiveOmit<ParseRequest, 'id'>,
+    firstName: string,
+    transfer: ArrayBuffer[],
+  ): Promise<ParseReply> {
     const w = this.ensureWorker();
     const id = ++this.seq;
     return new Promise((resolve, reject) => {
@@ -242,7 +279,7 @@ export class ConfigParsePool {
         timer.unref();
       };
       this.waiting.set(id, entry);
-      w.postMessage({ id, ...request } as ParseRequest);
+      w.postMessage({ id, ...request } as ParseRequest, transfer);
     });
   }
 
@@ -340,7 +377,8 @@ export class ConfigParsePool {
     }
     if (!this.lastParse) return;
     for (let i = 0; i < WARM_UP_PARSES; i++) {
-      w.postMessage({ id: -++this.seq, ...this.lastParse, warmUp: true } as ParseRequest);
+      // Copied, not transferred: the next warm-up parses the same files.
+      w.postMessage({ id: -++this.seq, ...this.lastParse, known: [], warmUp: true } as ParseRequest);
     }
   }
 
