@@ -1,14 +1,7 @@
 // The ShouldRateLimit decision: validate the request, match each descriptor, count, aggregate.
 // Semantics follow the reference's service/ratelimit.go; deliberate differences are in the README.
-import {
-  UNITS,
-  unitFromNumber,
-  type FailureMode,
-  type LimitMatch,
-  type RateLimitConfig,
-  type RequestDescriptor,
-  type Unit,
-} from '../config/index.js';
+import type { FailureMode, LimitMatch, RateLimitConfig, RequestDescriptor, Unit } from '../config/index.js';
+import { UNITS, unitFromNumber } from '../config/units.js';
 import type {
   WireDescriptor,
   WireDescriptorStatus,

@@ -7,15 +7,11 @@
 import { watch, type FSWatcher } from 'node:fs';
 import { readdir, realpath, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import {
-  buildConfigInSlices,
-  ConfigError,
-  type CheckedDocument,
-  type ConfigSource,
-  DEFAULT_YAML_LIMITS,
-  LIMIT_SETTING,
-  type YamlLimits,
-} from '../config/index.js';
+// From their own modules, not the config/ barrel: the YAML reader and the validator load on the worker.
+import type { CheckedDocument, ConfigSource } from '../config/index.js';
+import { buildConfigInSlices } from '../config/build.js';
+import { ConfigError } from '../config/errors.js';
+import { DEFAULT_YAML_LIMITS, LIMIT_SETTING, type YamlLimits } from '../config/yaml/limits.js';
 import { FileReadError, readBoundedText, type Logger } from '../../common/index.js';
 import { ConfigParsePool } from './parse-pool.js';
 import type { ConfigUpdate } from './source.js';

@@ -7,14 +7,12 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import {
-  ConfigError,
-  type CheckedDocument,
-  type ConfigSource,
-  DEFAULT_YAML_LIMITS,
-  type YamlLimits,
-} from '../config/index.js';
-import { decodeAndCheck, parseAndCheck, type ParseReply, type ParseRequest } from './parse-worker.js';
+// Not the config/ barrel, nor parse-worker.ts but for its types: the YAML reader and the validator load
+// on the worker, and on this thread only when no worker can start.
+import type { CheckedDocument, ConfigSource } from '../config/index.js';
+import { ConfigError } from '../config/errors.js';
+import { DEFAULT_YAML_LIMITS, type YamlLimits } from '../config/yaml/limits.js';
+import type { ParseReply, ParseRequest } from './parse-worker.js';
 
 // The build loads parse-worker.js; source runs (tests, through tsx) load parse-worker.ts with tsx's loader.
 const FROM_SOURCE = import.meta.url.endsWith('.ts');
@@ -161,7 +159,7 @@ export class ConfigParsePool {
   /** Parsed and validated documents (see parse-worker.ts); throws the first ConfigError. */
   async parse(sources: ConfigSource[]): Promise<CheckedDocument[]> {
     const documents = await this.run({ sources, limits: this.limits }, sources[0]?.name ?? '', async () =>
-      parseAndCheck(sources, this.limits),
+      (await import('./parse-worker.js')).parseAndCheck(sources, this.limits),
     );
     if (this.spare) {
       let chars = 0;
@@ -173,7 +171,9 @@ export class ConfigParsePool {
 
   /** Decoded and validated xDS resources (encoded RateLimitConfig messages); throws the first ConfigError. */
   decodeXds(messages: Uint8Array[]): Promise<CheckedDocument[]> {
-    return this.run({ messages }, 'xDS resources', async () => decodeAndCheck(messages));
+    return this.run({ messages }, 'xDS resources', async () =>
+      (await import('./parse-worker.js')).decodeAndCheck(messages),
+    );
   }
 
   private async run(
