@@ -35,6 +35,8 @@ export interface FileProviderOptions {
    * reload then does not wait for a worker to start.
    */
   spareWorker?: boolean;
+  /** With spareWorker: the smallest config (characters of YAML) a spare is kept for (SPARE_MIN_CHARS). */
+  spareMinChars?: number;
   /**
    * Says at debug level when a load starts (what a stuck reload was doing), and at warning level which
    * files were skipped (not regular files).
@@ -74,6 +76,7 @@ export class FileConfigProvider {
       limits: opts.yamlLimits,
       timeoutMs: opts.parseTimeoutMs,
       spare: opts.spareWorker !== false,
+      spareMinChars: opts.spareMinChars,
     });
   }
 

@@ -77,6 +77,11 @@ export interface ConfigParsePoolOptions {
   spare?: boolean;
   /** How long after a parse the spare starts (SPARE_DELAY_MS): not while the new config's garbage is collected. */
   spareDelayMs?: number;
+  /**
+   * With `spare`: a spare is kept only after a parse of at least this many characters of YAML (or bytes
+   * of xDS resources); after a smaller one the worker is ended at once (SPARE_MIN_CHARS).
+   */
+  spareMinChars?: number;
 }
 
 /**
@@ -93,6 +98,13 @@ export const WARM_UP_PARSES = 2;
  * instead, a fraction of its parse.
  */
 export const WARM_UP_MAX_CHARS = 2 * 1024 * 1024;
+
+/**
+ * A spare is kept only for a config of at least this many characters: a smaller config's parse is short
+ * beside starting a worker, which a reload's file event starts during its debounce anyway, and an idle
+ * worker holds memory (about 10-20 MiB of RSS) for as long as the pod runs.
+ */
+export const SPARE_MIN_CHARS = 256 * 1024;
 
 /** A spare worker starts this long after the parse that ended its predecessor. */
 export const SPARE_DELAY_MS = 1000;
@@ -134,6 +146,9 @@ export class ConfigParsePool {
   private readonly idleMs: number;
   private readonly spare: boolean;
   private readonly spareDelayMs: number;
+  private readonly spareMinChars: number;
+  /** Characters (or bytes) of the parse in progress or last done. */
+  private lastSize = 0;
   private idleTimer: NodeJS.Timeout | undefined;
   /** Whether the running worker has answered a parse (with `spare`, it is replaced by a fresh one). */
   private used = false;
@@ -144,6 +159,7 @@ export class ConfigParsePool {
     this.idleMs = opts.idleMs ?? WORKER_IDLE_MS;
     this.spare = opts.spare === true;
     this.spareDelayMs = opts.spareDelayMs ?? SPARE_DELAY_MS;
+    this.spareMinChars = opts.spareMinChars ?? SPARE_MIN_CHARS;
   }
 
   /** How many worker threads were started so far. */
@@ -158,12 +174,13 @@ export class ConfigParsePool {
 
   /** Parsed and validated documents (see parse-worker.ts); throws the first ConfigError. */
   async parse(sources: ConfigSource[]): Promise<CheckedDocument[]> {
+    let chars = 0;
+    for (const src of sources) chars += src.yaml.length;
+    this.lastSize = chars;
     const documents = await this.run({ sources, limits: this.limits }, sources[0]?.name ?? '', async () =>
       (await import('./parse-worker.js')).parseAndCheck(sources, this.limits),
     );
     if (this.spare) {
-      let chars = 0;
-      for (const src of sources) chars += src.yaml.length;
       this.lastParse = chars <= WARM_UP_MAX_CHARS ? { sources, limits: this.limits } : undefined;
     }
     return documents;
@@ -171,6 +188,9 @@ export class ConfigParsePool {
 
   /** Decoded and validated xDS resources (encoded RateLimitConfig messages); throws the first ConfigError. */
   decodeXds(messages: Uint8Array[]): Promise<CheckedDocument[]> {
+    let bytes = 0;
+    for (const m of messages) bytes += m.byteLength;
+    this.lastSize = bytes;
     return this.run({ messages }, 'xDS resources', async () =>
       (await import('./parse-worker.js')).decodeAndCheck(messages),
     );
@@ -312,6 +332,10 @@ export class ConfigParsePool {
       // A used worker is replaced by a fresh one; a fresh one is kept (not ended when idle).
       if (!this.used) return;
       clearTimeout(this.idleTimer);
+      if (this.lastSize < this.spareMinChars) {
+        this.stopWorker();
+        return;
+      }
       this.idleTimer = setTimeout(() => this.replaceUsedWorker(), this.spareDelayMs);
       this.idleTimer.unref();
       return;
