@@ -69,6 +69,21 @@ export interface BenchOptions {
   /** RLQS accuracy phase: fleet sizes (`--rlqs-fleets=2,10,50`), pod counts (`--rlqs-pods=1,3`), and
    *  `--rlqs-divergences`: also our server with simulated Envoys diverging from Envoy on purpose. */
   rlqs: { fleets: number[]; pods: number[]; divergences: boolean };
+  /** Token budget phase: concurrent streams per cell (`--budget-streams=10,100,1000`), the algorithms
+   *  (`--budget-algorithms=fixed_window,sliding_window`) and measured 1 s windows per cell (`--budget-windows=`). */
+  budget: { streams: number[]; algorithms: BudgetAlgorithm[]; windows: number };
+}
+
+/** The algorithms the `token-budget` phase can measure a budget on. */
+export const BUDGET_ALGORITHMS = ['fixed_window', 'sliding_window'] as const;
+export type BudgetAlgorithm = (typeof BUDGET_ALGORITHMS)[number];
+
+function budgetAlgorithms(v: string[] | undefined): BudgetAlgorithm[] {
+  if (!v) return [...BUDGET_ALGORITHMS];
+  for (const a of v)
+    if (!(BUDGET_ALGORITHMS as readonly string[]).includes(a))
+      throw new Error(`--budget-algorithms: "${a}" is not one of ${BUDGET_ALGORITHMS.join(', ')}`);
+  return v as BudgetAlgorithm[];
 }
 
 function parseLatencyProbe(v: string | undefined): boolean {
@@ -142,6 +157,11 @@ export function parseArgs(argv: string[], phaseNames: readonly string[]): BenchO
       fleets: (list(get('rlqs-fleets')) ?? (quick ? ['2', '10'] : ['2', '10', '50'])).map(Number),
       pods: (list(get('rlqs-pods')) ?? (quick ? ['1'] : ['1', '3'])).map(Number),
       divergences: argv.includes('--rlqs-divergences'),
+    },
+    budget: {
+      streams: (list(get('budget-streams')) ?? ['10', '100', '1000']).map(Number),
+      algorithms: budgetAlgorithms(list(get('budget-algorithms'))),
+      windows: Number(get('budget-windows') ?? (quick ? 3 : 5)),
     },
   };
 }

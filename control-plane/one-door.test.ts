@@ -169,7 +169,7 @@ t.test(
         'bad-unit.yaml',
         /^bad-unit\.yaml:12:9: spec\.descriptors\[0\]\.rate_limit\.unit: invalid rate limit unit 'fortnight' \(one of: second, minute, hour, day, week, month, year\)$/,
       ],
-      ['operator/nested-duplicate-descriptor.yaml', /^nested-duplicate-descriptor\.yaml:\d+:\d+: \S+: .+$/],
+      ['operator/nested-unlimited-with-unit.yaml', /^nested-unlimited-with-unit\.yaml:\d+:\d+: \S+: .+$/],
     ] as const) {
       const dir = mkdtempSync(join(tmpdir(), 'rl-one-format-'));
       t.teardown(() => rmSync(dir, { recursive: true, force: true }));

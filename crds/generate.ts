@@ -12,10 +12,13 @@
 //
 // The API server budgets CEL by estimated cost times how many times a rule can run, which is the
 // product of the maxItems of every enclosing list. So the CRD (not the service) bounds list sizes and
-// string lengths (CRD_LIMITS), carries the per-entry CEL rules on the first CEL_DEPTH levels and the
-// quadratic duplicate-key rule on the top-level list only (measured against kube-apiserver 1.34:
-// anything more exceeds the per-rule budget). Deeper levels get the structural checks (types,
-// required keys, unit pattern) and the operator's validator does the rest.
+// string lengths (CRD_LIMITS) and carries the per-entry CEL rules on the first CEL_DEPTH levels
+// (measured against kube-apiserver 1.34: more exceeds the per-rule budget). Deeper levels get the
+// structural checks (types, required keys, unit pattern) and the operator's validator does the rest.
+// Duplicate composite keys are refused at every level without CEL: each descriptor list is a list map
+// keyed by (key, value), so the API server names the repeated entry itself. A list map's keys must be
+// required or defaulted, so `value` defaults to '' (an empty value means no value, in the service as in
+// the reference).
 import { writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -39,11 +42,8 @@ export const CRD_NAME = `${PLURAL}.${GROUP}`;
 export const DESCRIPTOR_DEPTH = MAX_DESCRIPTOR_DEPTH;
 /** Levels whose entries carry the per-entry CEL rules (unit/unlimited, replaces, share_threshold). */
 export const CEL_DEPTH = 2;
-/**
- * Levels whose lists carry the duplicate-key rule. It is quadratic in the list length, so only the
- * top-level list fits the budget; deeper duplicates are refused by the operator's validator.
- */
-export const LIST_CEL_DEPTH = 1;
+/** The fields that identify a descriptor in its list: the list map's keys. */
+export const LIST_MAP_KEYS = ['key', 'value'] as const;
 
 /** Bounds the CRD adds so that CEL cost estimates fit the API server's budget (see the header). */
 export const CRD_LIMITS = {
@@ -127,6 +127,7 @@ function convertProperty(v: Json, pointer: string, ctx: Ctx, parent: string): Js
   if (!isDescriptorList) {
     const out = convert(v, pointer, ctx);
     if (pointer.endsWith('/replaces')) out.maxItems = CRD_LIMITS.replaces;
+    if (pointer === '/definitions/descriptor/properties/value') out.default = '';
     return out;
   }
   // Level of the entries of this list: the root's list is level 1, a descriptor's list is one deeper.
@@ -144,9 +145,8 @@ function convertProperty(v: Json, pointer: string, ctx: Ctx, parent: string): Js
   }
   const out = convert(v, pointer, { level });
   out.maxItems = maxItems;
-  // The list-level rule (duplicate composite keys) belongs to the list's own level.
-  const rules = level <= LIST_CEL_DEPTH ? rulesAt(pointer) : [];
-  if (rules.length > 0) out['x-kubernetes-validations'] = rules;
+  out['x-kubernetes-list-type'] = 'map';
+  out['x-kubernetes-list-map-keys'] = [...LIST_MAP_KEYS];
   return out;
 }
 

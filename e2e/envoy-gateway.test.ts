@@ -30,6 +30,29 @@ t.test('every Envoy Gateway example decodes strictly into Envoy Gateway API type
     lines.some((l) => / skipped /.test(l)),
     'nothing left unchecked',
   );
+  t.ok(
+    lines.some((l) => /llm-token-budget\.yaml#1: ok EnvoyExtensionPolicy$/.test(l)),
+    'the Lua extension of the token budget example',
+  );
+  // The token budget: request cost from the metadata the Lua filter writes, response cost likewise.
+  const llm = parseAllDocuments(readFileSync(join(dir, 'llm-token-budget.yaml'), 'utf8')).map((d) =>
+    d.toJSON(),
+  );
+  const rules = llm[1].spec.rateLimit.global.rules;
+  t.same(
+    rules.map((r: any) => [r.limit.unit, r.cost.request.metadata.key, r.cost.response.metadata.key]),
+    [
+      ['Day', 'estimate', 'over'],
+      ['Month', 'estimate', 'over'],
+    ],
+  );
+  t.match(llm[0].spec.lua[0].inline, /set\("llm_budget", "estimate"[\s\S]*set\("llm_budget", "over"/);
+  t.same(
+    parseAllDocuments(readFileSync(join(dir, 'envoy-gateway.yaml'), 'utf8'))[0]!.toJSON().provider.kubernetes
+      .rateLimitDeployment.container.env,
+    [{ name: 'STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT', value: 'true' }],
+    'a refused estimate is not counted',
+  );
 
   // The check is strict: one misspelt field in a copy fails, naming the field.
   const tmp = mkdtempSync(join(tmpdir(), 'rl-eg-'));
@@ -39,6 +62,13 @@ t.test('every Envoy Gateway example decodes strictly into Envoy Gateway API type
   const b = await runCommand(egCheck, [bad]);
   t.equal(b.code, 1, 'a misspelt field is refused');
   t.match(b.stdout, /unknown field "replica"/);
+  writeFileSync(
+    bad,
+    readFileSync(join(dir, 'llm-token-budget.yaml'), 'utf8').replace('from: Metadata', 'form: Metadata'),
+  );
+  const c = await runCommand(egCheck, [bad]);
+  t.equal(c.code, 1, 'a misspelt cost field is refused');
+  t.match(c.stdout, /#2: error: BackendTrafficPolicy: .*unknown field "form"/);
 });
 
 t.test(

@@ -75,7 +75,7 @@ t.test(
     t.equal(first.status?.podsAcked, '2/2');
     const versionBefore = operator.controller.snapshotVersion;
 
-    // A duplicate nested descriptor: the API server stores it (its CEL rules stop at level 2).
+    // A cross-field error at level 3: the API server stores it (its CEL rules stop at level 2).
     await applyRlc(
       kube.kubeConfig,
       rlcFromYaml(
@@ -87,8 +87,7 @@ descriptors:
     descriptors:
       - key: a
         descriptors:
-          - { key: x, rate_limit: { unit: second, requests_per_unit: 1 } }
-          - { key: x, rate_limit: { unit: second, requests_per_unit: 2 } }`,
+          - { key: x, rate_limit: { unlimited: true, unit: second } }`,
       ),
     );
     const bad = await waitFor('generation 2 Accepted=False', async () => {
@@ -100,7 +99,7 @@ descriptors:
     t.equal(accepted.reason, 'Invalid');
     t.equal(
       accepted.message,
-      "default/api: descriptors[0].descriptors[0].descriptors[1]: duplicate descriptor composite key 'api.user.a.x'",
+      'default/api: descriptors[0].descriptors[0].descriptors[0].rate_limit.unit: should not specify rate limit unit when unlimited',
     );
     t.equal(bad.status?.servedGeneration, 1, 'status says generation 1 is still served');
     t.equal(bad.status?.lastAccepted?.generation, 1);

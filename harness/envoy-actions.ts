@@ -1,19 +1,39 @@
 // What Envoy would do with the example configs in examples/envoy/, without an Envoy binary on this
 // machine: (1) a strict decoder that checks a YAML/JSON config against Envoy's own protos (the envoy-api
-// tree shipped in @grpc/grpc-js-xds), so a misspelt field, a wrong enum name or a malformed duration fails
-// a test as it would fail Envoy's start; (2) an emulation of the ratelimit HTTP filter's descriptor
-// actions, driven by the decoded config, that turns an HTTP request into the RateLimitRequest Envoy sends;
-// (3) the x-ratelimit-* headers Envoy adds from the answer (DRAFT_VERSION_03).
+// tree shipped in @grpc/grpc-js-xds, with the current route and ratelimit filter files from proto/envoy/
+// laid over it), so a misspelt field, a wrong enum name or a malformed duration fails a test as it would
+// fail Envoy's start; (2) an emulation of the ratelimit HTTP filter's descriptor actions, driven by the
+// decoded config, that turns an HTTP request into the RateLimitRequest Envoy sends, including the hits
+// of hits_addend and the second call of apply_on_stream_done at stream end; (3) the x-ratelimit-* headers
+// Envoy adds from the answer (DRAFT_VERSION_03).
 import { existsSync, readdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { isIP } from 'node:net';
 import { dirname, join } from 'node:path';
 import protobuf from 'protobufjs';
-import type { WireDescriptor, WireDescriptorStatus, WireRateLimitRequest } from '../proto/index.js';
+import {
+  OWN_PROTO_DIR,
+  type WireDescriptor,
+  type WireDescriptorStatus,
+  type WireRateLimitRequest,
+} from '../proto/index.js';
 
 const require = createRequire(import.meta.url);
 const XDS_DEPS = join(dirname(require.resolve('@grpc/grpc-js-xds/package.json')), 'deps');
 const PROTOBUFJS_DIR = dirname(require.resolve('protobufjs/package.json'));
+/**
+ * Envoy API files kept in proto/ at a newer version than the shipped tree (proto/envoy/README.md says
+ * from which commit); they win over the shipped ones. The service's own definitions beside them (rls.proto
+ * and what it imports) are not Envoy's full files and are not used here.
+ */
+export const ENVOY_API_OVERLAY = [
+  'envoy/config/route/v3/route_components.proto',
+  'envoy/extensions/filters/http/ratelimit/v3/rate_limit.proto',
+  'envoy/config/common/mutation_rules/v3/mutation_rules.proto',
+  'envoy/config/core/v3/substitution_format_string.proto',
+  'envoy/type/matcher/v3/filter_state.proto',
+  'envoy/type/matcher/v3/address.proto',
+];
 /** Where imports are looked up: the Envoy API, its dependencies, and protobufjs' google/protobuf files. */
 const INCLUDE_DIRS = [
   join(XDS_DEPS, 'envoy-api'),
@@ -43,6 +63,7 @@ export class EnvoyProtos {
   constructor() {
     this.root.resolvePath = (_origin, target) => {
       if (target.startsWith('/')) return target;
+      if (ENVOY_API_OVERLAY.includes(target)) return join(OWN_PROTO_DIR, target);
       for (const d of INCLUDE_DIRS) {
         const p = join(d, target);
         if (existsSync(p)) return p;
@@ -60,19 +81,22 @@ export class EnvoyProtos {
     const parts = fullName.split('.');
     for (let n = parts.length - 1; n > 0; n--) {
       const rel = parts.slice(0, n).join('/');
+      if (this.loadedDirs.has(rel)) continue;
+      // The package's files: those of the shipped tree plus any overlay file it lacks.
+      const files = new Set<string>();
       for (const d of INCLUDE_DIRS.slice(0, 4)) {
         const dir = join(d, rel);
-        if (!existsSync(dir) || this.loadedDirs.has(dir)) continue;
-        const files = readdirSync(dir).filter((f) => f.endsWith('.proto'));
-        if (!files.length) continue;
-        this.loadedDirs.add(dir);
-        this.root.loadSync(
-          files.map((f) => join(rel, f)),
-          { keepCase: true },
-        );
-        this.root.resolveAll();
-        return this.tryLookup(fullName);
+        if (existsSync(dir)) for (const f of readdirSync(dir)) if (f.endsWith('.proto')) files.add(f);
       }
+      for (const f of ENVOY_API_OVERLAY) if (dirname(f) === rel) files.add(f.slice(rel.length + 1));
+      if (!files.size) continue;
+      this.loadedDirs.add(rel);
+      this.root.loadSync(
+        [...files].map((f) => join(rel, f)),
+        { keepCase: true },
+      );
+      this.root.resolveAll();
+      return this.tryLookup(fullName);
     }
     return undefined;
   }
@@ -426,8 +450,14 @@ export class RateLimitFilterEmulation {
     this.virtualHosts = this.hcm.route_config.virtual_hosts ?? [];
   }
 
-  /** The descriptors Envoy's ratelimit filter would send for this request, and the route it matched. */
-  call(req: EmulatedRequest): EmulatedCall {
+  /**
+   * The descriptors Envoy's ratelimit filter would send for this request, and the route it matched.
+   * `onStreamDone`: the second call, made when the stream ends, from the rate limits with
+   * apply_on_stream_done (fire and forget; `req.dynamicMetadata` is then what the filters wrote while the
+   * request and response went through). Without it: the call at request time, from the others.
+   */
+  call(req: EmulatedRequest, opts: { onStreamDone?: boolean } = {}): EmulatedCall {
+    const onStreamDone = opts.onStreamDone ?? false;
     const headers = req.headers ?? {};
     const host = headers[':authority'] ?? headers.host ?? '';
     const vh = this.virtualHosts.find((v) => (v.domains as string[]).some((d) => domainMatches(d, host)));
@@ -441,13 +471,22 @@ export class RateLimitFilterEmulation {
     const stage = this.filter.stage ?? 0;
     const perRoute = route.typed_per_filter_config?.[this.filterName];
     const ctx = { req, headers, route, remote: this.trustedClientAddress(req) };
-    const routePolicies: Json[] = route.route.rate_limits ?? [];
-    for (const p of routePolicies) this.policy(p, stage, ctx, descriptors);
-    // The virtual host's policies: INCLUDE adds them, IGNORE drops them, OVERRIDE (the default) uses them
-    // only when the route has none.
-    const vhMode = perRoute?.vh_rate_limits ?? 'OVERRIDE';
-    if (vhMode === 'INCLUDE' || (vhMode === 'OVERRIDE' && routePolicies.length === 0))
-      for (const p of vh.rate_limits ?? []) this.policy(p, stage, ctx, descriptors);
+    const applies = (p: Json) => (p.apply_on_stream_done ?? false) === onStreamDone;
+    if (this.filter.rate_limits?.length) throw new Error("the filter's own rate_limits are not emulated");
+    if (perRoute?.rate_limits?.length) {
+      // The rate limits of the route's RateLimitPerRoute replace the route's and the virtual host's;
+      // their stage is not read.
+      for (const p of perRoute.rate_limits as Json[])
+        if (applies(p)) this.policy(p, undefined, ctx, descriptors);
+    } else {
+      const routePolicies: Json[] = route.route.rate_limits ?? [];
+      for (const p of routePolicies) if (applies(p)) this.policy(p, stage, ctx, descriptors);
+      // The virtual host's policies: INCLUDE adds them, IGNORE drops them, OVERRIDE (the default) uses
+      // them only when the route has none.
+      const vhMode = perRoute?.vh_rate_limits ?? 'OVERRIDE';
+      if (vhMode === 'INCLUDE' || (vhMode === 'OVERRIDE' && routePolicies.length === 0))
+        for (const p of vh.rate_limits ?? []) if (applies(p)) this.policy(p, stage, ctx, descriptors);
+    }
     if (!descriptors.length) return { route: route.name };
     return { route: route.name, request: { domain: perRoute?.domain || this.filter.domain, descriptors } };
   }
@@ -478,11 +517,11 @@ export class RateLimitFilterEmulation {
 
   private policy(
     p: Json,
-    stage: number,
+    stage: number | undefined,
     ctx: { req: EmulatedRequest; headers: Record<string, string>; route: Route; remote: string },
     out: WireDescriptor[],
   ): void {
-    if ((p.stage ?? 0) !== stage) return;
+    if (stage !== undefined && (p.stage ?? 0) !== stage) return;
     const entries: { key: string; value: string }[] = [];
     for (const a of p.actions as Json[]) {
       const entry = this.action(a, ctx);
@@ -491,6 +530,13 @@ export class RateLimitFilterEmulation {
     }
     if (!entries.length) return;
     const d: WireDescriptor = { entries };
+    if (p.hits_addend) {
+      const hits = hitsAddend(p.hits_addend, ctx.headers, ctx.req.dynamicMetadata);
+      // A format that does not give a whole number from 0 to 10^9 drops the descriptor.
+      if (hits === undefined) return;
+      d.hitsAddend = { value: hits };
+      if (p.hits_addend.is_negative_hits) d.isNegativeHits = true;
+    }
     const override = p.limit?.dynamic_metadata?.metadata_key;
     if (override) {
       const v = metadataValue(ctx.req.dynamicMetadata, override);
@@ -545,6 +591,34 @@ export class RateLimitFilterEmulation {
 }
 
 const SKIP_DESCRIPTOR = Symbol('skip the descriptor');
+const MAX_HITS_ADDEND = 1_000_000_000;
+
+/**
+ * A RateLimit.HitsAddend's hits: `number`, or `format` — exactly one substitution command, here
+ * %REQ(header)% or %DYNAMIC_METADATA(namespace:key[:key...])% — whose output must be a whole number
+ * from 0 to 10^9 (a number or its decimal string); undefined otherwise (Envoy then drops the
+ * descriptor).
+ */
+export function hitsAddend(
+  h: Json,
+  headers: Record<string, string>,
+  metadata: Record<string, Json> | undefined,
+): number | undefined {
+  if (h.number !== undefined) return Number(h.number) <= MAX_HITS_ADDEND ? Number(h.number) : undefined;
+  const format: string = h.format ?? '';
+  if (!format) throw new Error('a hits_addend with neither number nor format is not emulated');
+  let out: Json;
+  let m: RegExpExecArray | null;
+  if ((m = /^%REQ\(([^)]+)\)%$/.exec(format))) out = headers[m[1].toLowerCase()];
+  else if ((m = /^%DYNAMIC_METADATA\(([^)]+)\)%$/.exec(format))) {
+    const [ns, ...path] = m[1].split(':');
+    out = metadataValue(metadata, { key: ns, path: path.map((key) => ({ key })) });
+  } else throw new Error(`hits_addend format ${format} is not emulated`);
+  const text = typeof out === 'number' ? String(out) : out;
+  if (typeof text !== 'string' || !/^\d+$/.test(text)) return undefined;
+  const n = Number(text);
+  return n <= MAX_HITS_ADDEND ? n : undefined;
+}
 const RATE_LIMIT_UNITS = new Set(['SECOND', 'MINUTE', 'HOUR', 'DAY', 'WEEK', 'MONTH', 'YEAR']);
 
 /** The value at a MetadataKey (namespace, then path of keys) in namespace → Struct. */

@@ -7,7 +7,7 @@ import type { RateLimitConfigObject } from './resource.js';
 import { desiredStatus, VersionIndex, type PodState } from './status.js';
 
 const limit = (key: string, rpu = 10) => ({ key, rate_limit: { unit: 'second', requests_per_unit: rpu } });
-/** Only the operator's validator rejects it (the CRD's CEL rules stop at level 2). */
+/** A nested duplicate, refused by the operator's validator (and, in a cluster, by the CRD's list map). */
 const duplicateNested = {
   key: 'n',
   descriptors: [{ key: 'a', descriptors: [limit('x'), limit('x')] }],

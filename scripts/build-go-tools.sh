@@ -49,7 +49,9 @@ K8S_DIR="$CACHE/k8s-$K8S_VERSION-etcd-$ETCD_VERSION"
 HELM_DIR="$CACHE/helm-$HELM_VERSION"
 RL_DIR="$CACHE/ratelimit-$RATELIMIT_VERSION"
 H2SPEC_DIR="$CACHE/h2spec-$H2SPEC_VERSION"
-EG_DIR="$CACHE/eg-check-$EG_VERSION"
+# eg-check is our own source: its cache entry changes with it.
+EG_SRC_HASH="$(cat "$ROOT/tools/eg-check/main.go" "$ROOT/tools/eg-check/go.mod" "$ROOT/tools/eg-check/go.sum" | sha256sum | cut -c1-12)"
+EG_DIR="$CACHE/eg-check-$EG_VERSION-$EG_SRC_HASH"
 ISTIO_DIR="$CACHE/istio-check-$ISTIO_API_VERSION"
 mkdir -p "$CACHE" "$CACHE/bin"
 

@@ -14,6 +14,7 @@ import { reloadPhase } from './reload.js';
 import { rlqsAccuracyPhase } from './rlqs-accuracy.js';
 import { rssPhase } from './rss.js';
 import { throughputPhase } from './throughput.js';
+import { tokenBudgetPhase } from './token-budget.js';
 import { xdsReloadPhase } from './xds-reload.js';
 import { xdsPhase } from './xds.js';
 import { xdsComparePhase } from './xds-compare.js';
@@ -35,6 +36,7 @@ export const PHASES: readonly Phase[] = [
   rlqsAccuracyPhase,
   clusterPhase,
   configMemoryPhase,
+  tokenBudgetPhase,
 ];
 
 export const PHASE_NAMES: string[] = PHASES.map((p) => p.name);

@@ -31,11 +31,67 @@ export interface LimitReading {
   /** Seconds until this limit is back to its full capacity. */
   readonly replenishedInSeconds: number;
   readonly keys: readonly string[];
-  /** The stored numbers (a count, or a token bucket's theoretical arrival time in µs); 0 when absent. */
   /** Each key's stored value as Redis holds it ("0" when absent; a token bucket's is "ms:ticks:rate"). */
   readonly values: readonly string[];
   /** Each key's TTL in ms (-2: no such key). */
   readonly ttlMs: readonly number[];
+  /** What the limit holds charged now (see Charged). */
+  readonly charged: Charged;
+}
+
+/**
+ * What a limit holds charged, read from its keys. The service keeps no separate record of reservations,
+ * settlements or refunds: a reservation is a hit, a settle is more hits or a refund, and each key holds
+ * their net, so these figures are that net (and nothing says how much of it was refunded).
+ */
+export type Charged =
+  /** fixed_window: hits counted in the current window. */
+  | { readonly window: number }
+  /**
+   * sliding_window: hits counted in the current and the previous window, and the estimate the limit
+   * decides with now (current + previous weighted by the part of it still inside the sliding period,
+   * rounded up).
+   */
+  | { readonly current: number; readonly previous: number; readonly estimate: number }
+  /**
+   * token_bucket: the bucket's debt, how far its theoretical arrival time is ahead of now (ms, rounded
+   * up), and the same in hits not yet refilled (debt × requests_per_unit / period, to 3 decimals).
+   */
+  | { readonly debtMs: number; readonly debtHits: number };
+
+/** The Charged of one limit from its keys' stored values (absent keys read as empty). */
+export function chargedOf(
+  l: { readonly algorithm: string; readonly requestsPerUnit: number; readonly unitSeconds: number },
+  stored: readonly (string | undefined)[],
+  nowMs: number,
+): Charged {
+  const period = l.unitSeconds * 1000;
+  if (l.algorithm === 'token_bucket') {
+    const st = stored[0] === undefined ? undefined : parseStoredBucket(stored[0]);
+    if (st === undefined || l.requestsPerUnit === 0) return { debtMs: 0, debtHits: 0 };
+    // As the limiter reads it: a bucket written under another rate is rounded up to the next whole ms.
+    const w = st.den !== l.requestsPerUnit && st.frac > 0 ? st.count + 1 : st.count;
+    const f = st.den !== l.requestsPerUnit ? 0 : st.frac;
+    if (w < nowMs) return { debtMs: 0, debtHits: 0 };
+    // debt = (w - now) + f / rate ms; in hits: debt × rate / period = ((w - now) × rate + f) / period.
+    const ticks = BigInt(w - nowMs) * BigInt(l.requestsPerUnit) + BigInt(f);
+    const milli = (ticks * 1000n + BigInt(period) - 1n) / BigInt(period);
+    return { debtMs: w - nowMs + (f > 0 ? 1 : 0), debtHits: Number(milli) / 1000 };
+  }
+  const current = Number(stored[0] ?? 0);
+  if (l.algorithm !== 'sliding_window') return { window: current };
+  const previous = Number(stored[1] ?? 0);
+  const left = BigInt(period - (nowMs % period));
+  const weighted = (BigInt(previous) * left + BigInt(period) - 1n) / BigInt(period);
+  return { current, previous, estimate: current + Number(weighted) };
+}
+
+/** The text of a Charged. */
+function chargedText(c: Charged): string {
+  if ('window' in c) return `charged ${c.window} in this window`;
+  if ('current' in c)
+    return `charged ${c.current} in the current window, ${c.previous} in the previous, estimate ${c.estimate}`;
+  return `debt ${c.debtMs} ms = ${c.debtHits} hits not yet refilled`;
 }
 
 export interface CounterReading {
@@ -64,6 +120,8 @@ export interface CounterReading {
   readonly deployment: string;
   /** Scripted rules: every limit. */
   readonly limits?: readonly LimitReading[];
+  /** A single fixed_window: the hits counted in this window (see Charged). */
+  readonly charged?: Charged;
   /** reset only: whether any key was deleted. */
   readonly deleted?: boolean;
 }
@@ -171,6 +229,7 @@ export class CounterClient {
       resetsInSeconds: resetsIn,
       ttlMs,
       deployment: d.name,
+      charged: { window: count },
       ...(deleted === undefined ? {} : { deleted }),
     };
   }
@@ -215,6 +274,11 @@ export class CounterClient {
         keys,
         values: keys.map((key) => values.get(key) ?? '0'),
         ttlMs,
+        charged: chargedOf(
+          l,
+          keys.map((key) => values.get(key)),
+          nowMs,
+        ),
       };
     });
     const tight = readings[at]!;
@@ -269,6 +333,7 @@ export function formatReadings(
     if (!r.limits) {
       out.push(
         `${name}: fixed_window ${r.count} of ${r.limit} per ${r.unit.toLowerCase()} (${state}${shadow}), ${r.remaining} remaining, resets in ${r.resetsInSeconds}s` +
+          `, ${chargedText(r.charged ?? { window: r.count })}` +
           ` [key ${r.key} in ${r.deployment}, ttl ${ttlText(r.ttlMs)}]` +
           outcome,
       );
@@ -279,7 +344,7 @@ export function formatReadings(
       const burst = l.burst === undefined ? '' : ` burst ${l.burst}`;
       const keys = l.keys.map((k, i) => `${k}=${l.values[i]} ttl ${ttlText(l.ttlMs[i]!)}`).join(', ');
       out.push(
-        `  ${l.algorithm} ${l.limit} per ${l.unit.toLowerCase()}${burst}: ${l.remaining} remaining, full again in ${l.replenishedInSeconds}s [${keys}]`,
+        `  ${l.algorithm} ${l.limit} per ${l.unit.toLowerCase()}${burst}: ${l.remaining} remaining, full again in ${l.replenishedInSeconds}s, ${chargedText(l.charged)} [${keys}]`,
       );
     }
   }

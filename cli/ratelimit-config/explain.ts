@@ -96,7 +96,21 @@ export interface LimitExplanation {
 export interface LimitKeys extends LimitExplanation {
   /** fixed_window: the window's counter; sliding_window: current then previous window; token_bucket: the bucket. */
   readonly keys: readonly string[];
+  /** What the keys hold, in words (HOLDS). */
+  readonly holds: string;
 }
+
+/**
+ * What each algorithm's keys hold. A reservation is a hit, a settle more hits or a refund
+ * (is_negative_hits), so every key holds their net; no key keeps what was refunded apart.
+ */
+export const HOLDS: Readonly<Record<LimitSpec['algorithm'], string>> = {
+  fixed_window: 'the hits charged in this window: every hit added, every refund taken off (down to 0)',
+  sliding_window:
+    'the hits charged in the current and in the previous window, each net of refunds (a refund takes from the current first); the limit decides on current + previous weighted by the part of it still inside the sliding period',
+  token_bucket:
+    "the bucket's theoretical arrival time as ms:ticks:rate; how far it is ahead of now is the debt, the hits charged and not yet refilled (a hit moves it forward one emission interval, a refund back, never before now)",
+};
 
 /** What `counters` needs to read a scripted rule's state (kept out of the JSON output). */
 export interface ScriptedCounter {
@@ -368,7 +382,7 @@ export class Explainer {
         const limitKeys = m.rule.limits.map((l): LimitKeys => {
           const n = l.algorithm === 'sliding_window' ? 2 : 1;
           k += n;
-          return { ...limitOf(l), keys: keys.slice(k - n, k) };
+          return { ...limitOf(l), keys: keys.slice(k - n, k), holds: HOLDS[l.algorithm] };
         });
         const x: DescriptorExplanation = {
           descriptor: entries,
@@ -391,7 +405,7 @@ export class Explainer {
         rule,
         counted: true,
         cacheKey: key,
-        limitKeys: [{ ...limitOf(m.rule.limits[0]!), keys: [key] }],
+        limitKeys: [{ ...limitOf(m.rule.limits[0]!), keys: [key], holds: HOLDS.fixed_window }],
         windowStart: windowStart(now, m.rule.unitSeconds),
         resetsInSeconds: resetSeconds(m.rule.unitSeconds, now),
         reasons,
@@ -459,15 +473,17 @@ export function formatExplanations(domain: string, list: readonly DescriptorExpl
     }
     if (x.windowStart !== undefined) {
       out.push(`  cache key: ${x.cacheKey} (window from ${x.windowStart}, resets in ${x.resetsInSeconds}s)`);
+      out.push(`    holds: ${HOLDS.fixed_window}`);
     } else if (x.limitKeys !== undefined) {
       for (const l of x.limitKeys) {
         const roles =
           l.algorithm === 'sliding_window'
             ? `${l.keys[0]} (current window), ${l.keys[1]} (previous window)`
             : l.algorithm === 'token_bucket'
-              ? `${l.keys[0]} (the bucket's theoretical arrival time, in µs)`
+              ? `${l.keys[0]} (the bucket)`
               : `${l.keys[0]} (this window's count)`;
         out.push(`  ${l.algorithm} ${l.unit.toLowerCase()} keys: ${roles}`);
+        out.push(`    holds: ${l.holds}`);
       }
     }
     for (const r of x.reasons) out.push(`  ${x.matched ? 'note' : 'why'}: ${r}`);

@@ -31,10 +31,10 @@ const INVALID: Record<string, { field: string; message: string; line: number }> 
     message: "config error, 'requests_per_unit' must be an unsigned 32-bit integer",
     line: 13,
   },
-  'operator/nested-duplicate-descriptor.yaml': {
-    field: 'spec.descriptors[0].descriptors[1]',
-    message: "duplicate descriptor composite key 'invalid.path.user'",
-    line: 12,
+  'operator/nested-unlimited-with-unit.yaml': {
+    field: 'spec.descriptors[0].descriptors[0].descriptors[0].rate_limit.unit',
+    message: 'should not specify rate limit unit when unlimited',
+    line: 16,
   },
   'rate-limit-and-rate-limits.yaml': {
     field: 'spec.descriptors[0].rate_limits',

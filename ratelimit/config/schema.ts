@@ -251,14 +251,4 @@ export const crossFieldRules: readonly CrossFieldRule[] = [
     rule: "!has(self.share_threshold) || !self.share_threshold || self.key.contains('*') || (has(self.value) && self.value.contains('*'))",
     message: "share_threshold can only be used with wildcard values (containing '*')",
   },
-  {
-    path: '/properties/descriptors',
-    rule: "self.all(x, self.exists_one(y, y.key == x.key && (has(y.value) ? y.value : '') == (has(x.value) ? x.value : '')))",
-    message: 'duplicate descriptor composite key',
-  },
-  {
-    path: '/definitions/descriptor/properties/descriptors',
-    rule: "self.all(x, self.exists_one(y, y.key == x.key && (has(y.value) ? y.value : '') == (has(x.value) ? x.value : '')))",
-    message: 'duplicate descriptor composite key',
-  },
 ];

@@ -41,7 +41,7 @@ t.test('a reporting stream never holds an expired assignment on a loaded pod', a
     });
     load.push(s);
   }
-  await eventually(() => load.every((s) => s.responses.length > 0), 30_000, 'the load is served');
+  await eventually(() => load.every((s) => s.responses.length > 0), 120_000, 'the load is served');
 
   const s = openQuotaStream(app.grpcAddress);
   t.teardown(() => s.close());

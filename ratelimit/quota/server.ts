@@ -33,6 +33,7 @@ import { BucketMatcher, bucketKey } from './bucket-match.js';
 import { FleetDemand, othersDemand, type FleetBucket } from './fleet.js';
 import { Bucket, QuotaStream, type QuotaStreamOut } from './state.js';
 import { QuotaMetrics } from './metrics.js';
+import { Outbox } from './outbox.js';
 import { readReports, StreamError, type Usage } from './stream.js';
 
 /**
@@ -43,10 +44,6 @@ import { readReports, StreamError, type Usage } from './stream.js';
  */
 const REFRESH_AFTER = 3 / 8;
 const REFRESH_BY = 1 / 2;
-/** Bucket id characters in one response message at most (a larger answer goes as several). */
-const MAX_RESPONSE_ID_BYTES = 1024 * 1024;
-/** How often streams holding actions back are looked at (their client's queue may have emptied). */
-const DRAIN_POLL_MS = 20;
 
 export interface QuotaServerOptions {
   settings: QuotaSettings;
@@ -75,8 +72,7 @@ export class QuotaServer {
   private refreshTimer: NodeJS.Timeout | undefined;
   private refreshAtMs = Infinity;
   /** Streams holding actions back until their client takes its queued response. */
-  private readonly blocked = new Set<QuotaStream>();
-  private drainTimer: NodeJS.Timeout | undefined;
+  private readonly outbox: Outbox;
   /** UTF-8 bytes of the ids of the buckets this pod tracks. */
   private bucketBytes = 0;
   private exchanging = false;
@@ -90,6 +86,12 @@ export class QuotaServer {
     this.now = opts.now ?? Date.now;
     this.fleet = new FleetDemand(opts.store, this.q.reportingIntervalMs);
     this.metrics = new QuotaMetrics(opts.stats);
+    this.outbox = new Outbox({
+      now: this.now,
+      sendTimeoutMs: this.q.sendTimeoutMs,
+      responses: this.metrics.responses,
+      fail: (s, err) => this.fail(s, err),
+    });
     this.tickMs = Math.max(10, Math.floor(this.q.reportingIntervalMs / 4));
   }
 
@@ -103,7 +105,7 @@ export class QuotaServer {
     this.matcher = matcher;
     for (const b of this.buckets.values()) this.rematch(b);
     for (const b of this.buckets.values()) this.reallocate(b, true);
-    this.flush();
+    this.outbox.flush();
   }
 
   start(): void {
@@ -197,15 +199,14 @@ export class QuotaServer {
     }
     if (maxElapsed > 0) s.intervalMs = Math.min(3_600_000, Math.max(40, maxElapsed * 1000));
     for (const b of touched) this.reallocate(b, false);
-    this.flush();
+    this.outbox.flush();
   }
 
   /** The client half-closed or went away: its subscriptions go. */
   close(s: QuotaStream): void {
     if (!this.streams.delete(s)) return;
     this.metrics.streams.set(this.streams.size);
-    this.blocked.delete(s);
-    s.pending = undefined;
+    this.outbox.forget(s);
     for (const b of s.buckets.values()) this.unsubscribe(b, s);
     s.buckets.clear();
   }
@@ -218,16 +219,14 @@ export class QuotaServer {
     this.closing = true;
     clearInterval(this.timer);
     clearTimeout(this.refreshTimer);
-    clearInterval(this.drainTimer);
+    this.outbox.stop();
     for (const s of this.streams) {
       const actions: WireBucketAction[] = [];
       for (const b of s.buckets.values()) {
         const sub = b.subs.get(s)!;
         if (sub.sent) actions.push(this.assignment(b, sub.sent, 0));
       }
-      // Past what the client has not taken yet: the last word replaces anything held back.
-      s.pending = undefined;
-      this.write(s, actions);
+      this.outbox.replace(s, actions);
       s.out.end('unavailable', 'server shutting down: reconnect');
     }
   }
@@ -347,9 +346,6 @@ export class QuotaServer {
     } else this.reallocate(b, false);
   }
 
-  /** Pending actions per stream, sent together by flush(). */
-  private readonly outbox = new Map<QuotaStream, WireBucketAction[]>();
-
   /**
    * Divides the bucket's budget into whole tokens per second and queues the assignments that must be
    * sent. Envoy starts a changed token bucket full, so a stream's bucket changes only when its whole
@@ -431,9 +427,7 @@ export class QuotaServer {
       sub.sentAtMs = now;
       sub.sentTtlMs = ttlMs;
       this.refreshBy(now + ttlMs * REFRESH_BY);
-      let list = this.outbox.get(s);
-      if (list === undefined) this.outbox.set(s, (list = []));
-      list.push(this.assignment(b, sub.sent!, ttlMs));
+      this.outbox.queue(s, this.assignment(b, sub.sent!, ttlMs));
     }
     b.assigned = assigned;
   }
@@ -453,106 +447,6 @@ export class QuotaServer {
     };
   }
 
-  private flush(): void {
-    for (const [s, actions] of this.outbox) this.send(s, actions);
-    this.outbox.clear();
-  }
-
-  /**
-   * Sends actions to a stream, or holds them back while its client has not taken the last response
-   * (flow control: those bytes wait for the client's window). Held actions are merged, the latest per
-   * bucket, so a stream never has more queued than one response and one action per bucket it reports.
-   */
-  private send(s: QuotaStream, actions: WireBucketAction[]): void {
-    if (s.out.closed || actions.length === 0) return;
-    const queued = s.out.queuedBytes;
-    if (queued <= 0 && s.pending === undefined) this.write(s, actions);
-    else this.hold(s, actions, queued);
-  }
-
-  /** Keeps actions until the client has taken its queue (drain), the latest per bucket. */
-  private hold(s: QuotaStream, actions: readonly WireBucketAction[], queued: number): void {
-    if (s.pending === undefined) {
-      s.pending = new Map();
-      s.stalledSinceMs = this.now();
-      s.stalledBytes = queued;
-    }
-    for (const a of actions) s.pending.set(bucketKey(s.domain ?? '', a.bucketId?.bucket ?? {}), a);
-    this.blocked.add(s);
-    this.drainTimer ??= setInterval(() => this.drain(), DRAIN_POLL_MS);
-    this.drainTimer.unref();
-  }
-
-  /**
-   * Writes actions as one response of at most MAX_RESPONSE_ID_BYTES of bucket ids (no message larger
-   * than a gRPC client's default receive limit, 4 MiB, however many long ids a report named); what does
-   * not fit waits, like any action, until the client has taken that response.
-   */
-  private write(s: QuotaStream, actions: WireBucketAction[]): void {
-    let bytes = 0;
-    let i = 0;
-    for (; i < actions.length; i++) {
-      const id = actions[i]!.bucketId?.bucket ?? {};
-      let b = 0;
-      for (const k in id) b += k.length + id[k]!.length;
-      if (i > 0 && bytes + b > MAX_RESPONSE_ID_BYTES) break;
-      bytes += b;
-    }
-    if (i === actions.length) {
-      this.writeOne(s, actions);
-      return;
-    }
-    this.writeOne(s, actions.slice(0, i));
-    const rest = actions.slice(i);
-    const queued = s.out.queuedBytes;
-    if (queued > 0) this.hold(s, rest, queued);
-    else this.write(s, rest);
-  }
-
-  private writeOne(s: QuotaStream, actions: WireBucketAction[]): void {
-    if (s.out.closed || actions.length === 0) return;
-    s.responses++;
-    this.metrics.responses.inc();
-    s.out.send({ bucketAction: actions });
-  }
-
-  /**
-   * Streams holding actions back: sends them once the client has taken its queue; ends a stream whose
-   * queue has not shrunk for RLQS_SEND_TIMEOUT (a client that stopped reading).
-   */
-  private drain(): void {
-    const now = this.now();
-    for (const s of this.blocked) {
-      if (s.out.closed) {
-        this.blocked.delete(s);
-        s.pending = undefined;
-        continue;
-      }
-      const queued = s.out.queuedBytes;
-      if (queued <= 0) {
-        const actions = [...(s.pending?.values() ?? [])];
-        s.pending = undefined;
-        this.blocked.delete(s);
-        this.write(s, actions);
-      } else if (queued < s.stalledBytes) {
-        s.stalledBytes = queued;
-        s.stalledSinceMs = now;
-      } else if (now - s.stalledSinceMs >= this.q.sendTimeoutMs) {
-        this.fail(
-          s,
-          new StreamError(
-            `client is not reading its stream (${queued} bytes not taken for ${this.q.sendTimeoutMs}ms: RLQS_SEND_TIMEOUT)`,
-            'exhausted',
-          ),
-        );
-      }
-    }
-    if (this.blocked.size === 0) {
-      clearInterval(this.drainTimer);
-      this.drainTimer = undefined;
-    }
-  }
-
   /** Makes sure the assignments are passed over by `atMs`: a refresh timer when the next pass is later. */
   private refreshBy(atMs: number): void {
     if (this.closing || this.timer === undefined) return;
@@ -565,7 +459,7 @@ export class QuotaServer {
         this.refreshTimer = undefined;
         try {
           for (const b of this.buckets.values()) this.reallocate(b, false);
-          this.flush();
+          this.outbox.flush();
         } catch (err) {
           this.opts.logger.error({ err }, 'rate limit quota refresh failed');
         }
@@ -597,7 +491,7 @@ export class QuotaServer {
         s.buckets.delete(b.key);
         this.unsubscribe(b, s);
       }
-      if (abandoned) this.send(s, abandoned);
+      if (abandoned) this.outbox.send(s, abandoned);
       // A stream with nothing to watch that has been silent as long ends, so silent streams cannot hold
       // RLQS_MAX_STREAMS slots for ever (Envoy opens a new one with its next report).
       if (s.buckets.size === 0 && now - s.lastReportMs >= this.q.idleTimeoutMs) {
@@ -606,7 +500,7 @@ export class QuotaServer {
       }
     }
     for (const b of this.buckets.values()) this.reallocate(b, false);
-    this.flush();
+    this.outbox.flush();
     this.metrics.refresh(this.buckets.values());
     if (this.exchanging || this.buckets.size === 0) return;
     this.exchanging = true;
@@ -638,7 +532,7 @@ export class QuotaServer {
       if (!r.ok) this.metrics.fleetErrors.inc();
       if (this.closing) return;
       for (const b of r.read as Bucket[]) if (this.buckets.get(b.key) === b) this.reallocate(b, false);
-      this.flush();
+      this.outbox.flush();
     } catch (err) {
       this.opts.logger.error({ err }, 'rate limit quota fleet exchange failed');
     }

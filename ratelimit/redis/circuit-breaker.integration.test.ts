@@ -2,7 +2,7 @@
 // load, in `local`, `error`, `deny` and `allow` modes; a start with Redis absent; three service
 // instances in `local` mode. Every test asserts how fast decisions are answered once the circuit is
 // open, what they answer, and how long until decisions are counted in Redis again. The measured
-// figures are printed as `# breaker ...` comment lines (docs/backends.md quotes them).
+// figures are printed as `# breaker ...` comment lines.
 import t, { type Test } from 'tap';
 import { status as GrpcStatus } from '@grpc/grpc-js';
 import { startRedis, respCommand, type RedisServer } from '../../harness/redis/index.js';

@@ -1,7 +1,7 @@
 // eg-check reads Kubernetes manifests (YAML streams) and decodes each Envoy Gateway object into Envoy
 // Gateway's own Go API types with strict decoding: an unknown or misspelt field, or a value of the wrong
-// type, is an error. EnvoyGateway (the gateway's configuration file) and BackendTrafficPolicy are
-// checked; other kinds are listed as skipped. Exit 0 when every checked object decodes, 1 otherwise.
+// type, is an error. EnvoyGateway (the gateway's configuration file), BackendTrafficPolicy and
+// EnvoyExtensionPolicy are checked; other kinds are listed as skipped. Exit 0 when every checked object decodes, 1 otherwise.
 //
 // Usage: eg-check <file.yaml>...
 package main
@@ -38,6 +38,8 @@ func check(doc []byte) (string, error) {
 		obj = &egv1a1.EnvoyGateway{}
 	case "BackendTrafficPolicy":
 		obj = &egv1a1.BackendTrafficPolicy{}
+	case "EnvoyExtensionPolicy":
+		obj = &egv1a1.EnvoyExtensionPolicy{}
 	default:
 		return "skipped " + tm.Kind, nil
 	}
