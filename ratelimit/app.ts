@@ -220,14 +220,12 @@ export class RateLimitApp {
   /** Starts in the reference's order: cache, config (waiting for the first one), then the listeners. */
   async start(): Promise<void> {
     const s = this.settings;
-    await this.statsPipeline.start();
-    await this.store.start?.();
-
     let resolve!: () => void;
     const promise = new Promise<void>((r) => (resolve = r));
     this.initialConfig = { resolve, promise };
+    let source: ConfigSource | undefined;
     if (s.configType === 'FILE') {
-      this.configSource = new FileConfigProvider(
+      const file = new FileConfigProvider(
         {
           root: s.runtimeRoot,
           subdirectory: s.runtimeSubdirectory,
@@ -243,9 +241,15 @@ export class RateLimitApp {
         },
         (u) => this.applyConfig(u),
       );
-    } else {
+      // The parse worker loads its modules on its own thread while the store connects.
+      file.warm();
+      source = this.configSource = file;
+    }
+    await this.statsPipeline.start();
+    await this.store.start?.();
+    if (!source) {
       if (!this.opts.xdsSourceFactory) throw new Error(`CONFIG_TYPE=${s.configType} needs the xDS client`);
-      this.configSource = await this.opts.xdsSourceFactory({
+      source = this.configSource = await this.opts.xdsSourceFactory({
         settings: s,
         logger: this.logger,
         features: () => this.supportedFeatures(),
@@ -253,7 +257,7 @@ export class RateLimitApp {
         onUpdate: (update) => this.applyConfig(update),
       });
     }
-    await this.configSource.start();
+    await source.start();
     if (!s.forceStartWithoutInitialConfig && !this.service.getConfig()) {
       this.logger.info('waiting for the initial rate limit configuration');
       await promise;

@@ -84,6 +84,11 @@ export class FileConfigProvider {
     return join(this.opts.root, this.opts.subdirectory ?? '', this.opts.appDirectory);
   }
 
+  /** Starts the parse worker ahead of start(): its modules load while the caller does other work. */
+  warm(): void {
+    this.parser.warm();
+  }
+
   /** Loads once (reporting the result) and starts watching. */
   async start(): Promise<void> {
     this.fingerprint = await this.computeFingerprint();
