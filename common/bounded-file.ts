@@ -105,7 +105,8 @@ function collect(name: string, chunks: Buffer[], total: number, opts: BoundedRea
 
 /**
  * Reads a regular file within the bounds, off the event loop; rejects with FileReadError. An operation
- * still running at the deadline is abandoned (its descriptor is closed when it returns).
+ * still running at the deadline is abandoned (its descriptor is closed when it returns). The bytes are a
+ * view of an ArrayBuffer of their own (transferable).
  */
 export async function readBoundedFile(path: string, opts: BoundedReadOptions): Promise<Buffer> {
   const name = opts.displayName ?? path;
@@ -137,19 +138,25 @@ export async function readBoundedFile(path: string, opts: BoundedReadOptions): P
     );
     handle = await step(opening);
     const fh = handle;
-    check(name, await step(fh.stat()), opts);
-    const chunks: Buffer[] = [];
+    const stats = await step(fh.stat());
+    check(name, stats, opts);
+    // One buffer of fstat's size plus a byte (filled, it says the file grew while read), grown only for
+    // such a file; its memory is its own (not the shared pool's), so a caller may transfer it to a worker.
+    let buf = Buffer.allocUnsafeSlow(Math.min(stats.size, opts.maxBytes) + 1);
     let total = 0;
     // Up to one byte past the bound: reaching it means the file grew past the bound while read.
     while (total <= opts.maxBytes) {
-      const want = Math.min(CHUNK, opts.maxBytes + 1 - total);
-      const buf = Buffer.allocUnsafe(want);
-      const { bytesRead } = await step(fh.read(buf, 0, want, total));
+      if (total === buf.length) {
+        const grown = Buffer.allocUnsafeSlow(Math.min(Math.max(buf.length * 2, CHUNK), opts.maxBytes + 1));
+        buf.copy(grown, 0, 0, total);
+        buf = grown;
+      }
+      const { bytesRead } = await step(fh.read(buf, total, buf.length - total, total));
       if (bytesRead === 0) break;
-      chunks.push(bytesRead === want ? buf : buf.subarray(0, bytesRead));
       total += bytesRead;
     }
-    return collect(name, chunks, total, opts);
+    if (total > opts.maxBytes) throw tooLarge(name, `more than ${opts.maxBytes}`, opts);
+    return buf.subarray(0, total);
   } catch (err) {
     throw ioError(name, err);
   } finally {

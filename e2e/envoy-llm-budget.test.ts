@@ -68,6 +68,12 @@ t.test('the example decodes strictly with Envoy’s current route and ratelimit 
     ],
     ['is_negative_hits: true', 'is_negative_hits: "yes"', /is_negative_hits: expected bool/],
     ["hits_addend: { format: '%REQ", "hits_addend: { formt: '%REQ", /formt: unknown field/],
+    [
+      "format: '%REQ(x-max-tokens)%'",
+      "format: 'REQ(x-max-tokens)'",
+      /format: must start with "%" and end with "%"/,
+    ],
+    ["{ format: '%REQ(x-max-tokens)%' }", '{ number: 1000000001 }', /number: at most 1000000000/],
   ];
   for (const [from, to, want] of cases) {
     t.ok(good.includes(from), `the example has ${from}`);
@@ -292,6 +298,21 @@ t.test('reserve, then settle, through the emulated filter against the real servi
     t.equal(c.answer.overallCode, 'OK', 'after the first settled at 20,000 it fits');
     await finish(c, usage(50_000));
     t.equal(await remaining('carol'), DAY_BUDGET - 70_000);
+  });
+
+  await t.test('a settle of more that no longer fits is refused and not counted', async (t) => {
+    const r = await start('dave', '99000');
+    t.equal(r.answer.overallCode, 'OK');
+    const done = em.call(
+      { ...r.req, dynamicMetadata: lua.onResponse(r.req.dynamicMetadata, usage(101_000)) },
+      {
+        onStreamDone: true,
+      },
+    );
+    t.same(done.request!.descriptors![0].hitsAddend, { value: 2000 });
+    const answer = await send(done.request!);
+    t.equal(answer.overallCode, 'OVER_LIMIT', 'the 2,000 more do not fit the 1,000 left');
+    t.equal(await remaining('dave'), 1000, 'the window holds the estimate, 2,000 short of what was used');
   });
 
   await t.test('each window holds exactly the tokens used', async (t) => {

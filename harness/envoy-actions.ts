@@ -184,6 +184,20 @@ export class EnvoyProtos {
       const lte = o['(validate.rules).uint32.lte'];
       if (lte !== undefined && f.name in out && Number(out[f.name]) > lte)
         errors.push(`${path}.${f.name}: at most ${lte}`);
+      const lte64 = o['(validate.rules).uint64.lte'];
+      if (lte64 !== undefined && f.name in out && Number(out[f.name]) > lte64)
+        errors.push(`${path}.${f.name}: at most ${lte64}`);
+      const prefix: string = o['(validate.rules).string.prefix'] ?? '';
+      const suffix: string = o['(validate.rules).string.suffix'] ?? '';
+      if ((prefix || suffix) && typeof out[f.name] === 'string') {
+        const v: string = out[f.name];
+        const skip = v === '' && o['(validate.rules).string.ignore_empty'];
+        if (
+          !skip &&
+          !(v.startsWith(prefix) && v.endsWith(suffix) && v.length >= prefix.length + suffix.length)
+        )
+          errors.push(`${path}.${f.name}: must start with "${prefix}" and end with "${suffix}"`);
+      }
       const gt = o['(validate.rules).uint32.gt'];
       if (gt !== undefined && f.name in out && !(Number(out[f.name]) > gt))
         errors.push(`${path}.${f.name}: greater than ${gt}`);

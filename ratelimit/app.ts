@@ -1,8 +1,7 @@
 // Wires the service from one Settings object: store -> limiter -> service -> config source -> listeners.
 // No globals: tests build the real thing with other settings (ports 0, memory store, a temp dir).
 import type { Logger } from '../common/index.js';
-import type { ConfigFeature, RateLimitConfig } from './config/index.js';
-import { ConfigError } from './config/errors.js';
+import { ConfigError, type ConfigFeature, type RateLimitConfig } from './config/model.js';
 import { RATELIMIT_FEATURES } from '../proto/index.js';
 import { Limiter, LocalOverLimitCache } from './limiter/index.js';
 import { buildCounterStack } from './counter-stack.js';
@@ -10,7 +9,7 @@ import { CircuitBreakerStore, type CounterStore, type WriteBehindCounterStore } 
 import { createLogger } from '../common/index.js';
 // Not the sources/ barrel: that one holds the xDS client, which loads grpc-js.
 import { FileConfigProvider } from './sources/file.js';
-import type { ConfigSource, ConfigSourceDeps, ConfigUpdate } from './sources/source.js';
+import type { ConfigSource, ConfigSourceDeps, ConfigUpdate } from './sources/index.js';
 import { DebugServer, HealthChecker, RateLimitGrpcServer, RateLimitHttpServer } from './server/index.js';
 import { OverLimitLog, RateLimitService, type NamedLimitsOptions } from './service/index.js';
 import { QuotaServer } from './quota/index.js';

@@ -4,7 +4,7 @@
 import { RateLimitApp, SHUTDOWN_EXIT_SLACK_MS } from './app.js';
 import { createLogger, failureMessage, parseLogLevel, runProgram, UsageError } from '../common/index.js';
 import { loadSettings, SettingsError } from './settings/index.js';
-import type { ConfigSourceDeps } from './sources/source.js';
+import type { ConfigSourceDeps } from './sources/index.js';
 import { loadTracing } from './tracing/index.js';
 
 async function main(): Promise<number> {

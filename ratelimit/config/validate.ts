@@ -212,7 +212,6 @@ function isObject(v: unknown): v is Record<string, unknown> {
   return v !== null && typeof v === 'object' && !Array.isArray(v);
 }
 
-
 /** Cross-field rules (schema.ts crossFieldRules), walked in the reference's order. Defensive about types. */
 function checkDescriptors(
   name: string,

@@ -17,6 +17,9 @@
 //                  no rounding at any rate; admitted while max(tat, now) + hits * T - now <= burst * T
 // A negative hits argument is a refund of -hits (refundLimitCheck): returned to every limit of the
 // descriptor, each clamped to what that limit holds, so no count goes below zero and no bucket above full.
+// Besides remaining and reset, each limit's verdict says in how many ms it has more than that remaining
+// with no other hit (a window's end, the previous window's weight falling far enough, a bucket's next
+// hit; 0 when waiting brings nothing): the named limits' RateLimit `t`.
 // <tagged> is prefix + "{" + domain + "_" + entries + "}": the {hash tag} keeps every key of one
 // descriptor in one Redis Cluster slot, so one script call can touch them all.
 //
@@ -219,6 +222,42 @@ function hitsCovering(ms: number, ticks: number, rate: number, period: number, b
 }
 
 /**
+ * Ms until a token bucket holding a debt of (ms, ticks of 1/rate ms), k = hitsCovering of it, holds one
+ * more hit: until the debt is down to (k - 1) emission intervals, rounded up to whole ms; 0 for k = 0
+ * (a full bucket: nothing to wait for).
+ */
+function bucketMoreMs(ms: number, ticks: number, rate: number, period: number, k: number): number {
+  if (k <= 0) return 0;
+  mulDivMod(k - 1, period, rate);
+  return ms - quot + (ticks > rem ? 1 : 0);
+}
+
+/**
+ * Ms until a sliding window holding cur (current window) and prev (previous window), `elapsed` ms into
+ * the current window, has more than `remaining` left; 0 when it has its whole limit (nothing to wait
+ * for). Within the window the previous one's weight falls: remaining grows once
+ * ceil(prev × (period − e) / period) <= limit − cur − remaining − 1; otherwise in the next window, where
+ * cur becomes the previous one, once ceil(cur × (period − e') / period) <= limit − remaining − 1.
+ */
+function slidingMoreMs(
+  cur: number,
+  prev: number,
+  limit: number,
+  period: number,
+  elapsed: number,
+  remaining: number,
+): number {
+  if (remaining >= limit) return 0;
+  const target = limit - cur - remaining - 1;
+  if (prev > 0 && target >= 0) {
+    mulDivMod(target, period, prev);
+    return period - quot - elapsed;
+  }
+  mulDivMod(limit - remaining - 1, period, cur);
+  return period - elapsed + Math.max(period - quot, 0);
+}
+
+/**
  * The limit script's computation in TypeScript (mirrors ratelimit/redis/limit-script.ts). It stays here,
  * beside buildLimitCheck whose key and argument layout it decodes, rather than in ratelimit/memory/: the
  * memory backend counts with it, and `ratelimit-config counters` evaluates Redis' stored state with it.
@@ -230,7 +269,7 @@ export function evaluateLimitCheck(check: LimitCheck, slots: NumberSlots): Limit
   const hits = args[1]!;
   if (hits < 0) return refundLimitCheck(check, slots);
   const n = (args.length - 2) / 4;
-  const out: number[] = new Array<number>(1 + 2 * n);
+  const out: number[] = new Array<number>(1 + 3 * n);
   out[0] = 0;
   // Per limit: value(s) to write and the ttl; decided in the first pass, written in the second.
   // Sliding windows: [hits, ttl, -]; buckets: [TAT ms, TAT ticks, ttl] (ms = -1: nothing to write).
@@ -252,6 +291,7 @@ export function evaluateLimitCheck(check: LimitCheck, slots: NumberSlots): Limit
       const after = fits ? count + hits : count;
       remaining = Math.max(limit - after, 0);
       reset = ws + period - now;
+      out[1 + 2 * n + i] = after > 0 ? reset : 0;
       write[3 * i] = hits;
       write[3 * i + 1] = period;
       k += 1;
@@ -270,6 +310,7 @@ export function evaluateLimitCheck(check: LimitCheck, slots: NumberSlots): Limit
       remaining = Math.max(limit - cur - (fits ? hits : 0) - weighted, 0);
       const curAfter = fits ? cur + hits : cur;
       reset = curAfter > 0 ? ws + 2 * period - now : prev > 0 ? ws + period - now : 0;
+      out[1 + 2 * n + i] = slidingMoreMs(curAfter, prev, limit, period, elapsed, remaining);
       write[3 * i] = hits;
       write[3 * i + 1] = ws + 2 * period - now;
       k += 2;
@@ -279,6 +320,7 @@ export function evaluateLimitCheck(check: LimitCheck, slots: NumberSlots): Limit
         fits = hits === 0;
         remaining = 0;
         reset = 0;
+        out[1 + 2 * n + i] = 0;
       } else {
         // The debt max(tat - now, 0) as dMs + dTicks / limit ms.
         readDebt(slots.readBucket(keys[k]!), limit, now);
@@ -306,8 +348,10 @@ export function evaluateLimitCheck(check: LimitCheck, slots: NumberSlots): Limit
             write[3 * i + 2] = Math.min(Math.max(aMs + (aTicks > 0 ? 1 : 0), MIN_BUCKET_TTL_MS), MAX_TTL_MS);
           }
         }
-        remaining = burst - hitsCovering(usedMs, usedTicks, limit, period, burst);
+        const covering = hitsCovering(usedMs, usedTicks, limit, period, burst);
+        remaining = burst - covering;
         reset = Math.min(usedMs + (usedTicks > 0 ? 1 : 0), MAX_TTL_MS);
+        out[1 + 2 * n + i] = Math.min(bucketMoreMs(usedMs, usedTicks, limit, period, covering), MAX_TTL_MS);
       }
       k += 1;
     }
@@ -347,7 +391,7 @@ export function refundLimitCheck(check: LimitCheck, slots: NumberSlots): LimitVe
   const now = args[0]!;
   const r = -args[1]!;
   const n = (args.length - 2) / 4;
-  const out: number[] = new Array<number>(1 + 2 * n);
+  const out: number[] = new Array<number>(1 + 3 * n);
   out[0] = 0;
   let k = 0;
   for (let i = 0; i < n; i++) {
@@ -364,6 +408,7 @@ export function refundLimitCheck(check: LimitCheck, slots: NumberSlots): LimitVe
       if (take > 0) slots.take(keys[k]!, take);
       remaining = Math.max(limit - (count - take), 0);
       reset = period - (now % period);
+      out[1 + 2 * n + i] = count - take > 0 ? reset : 0;
       k += 1;
     } else if (code === 1) {
       let cur = slots.read(keys[k]!);
@@ -379,6 +424,7 @@ export function refundLimitCheck(check: LimitCheck, slots: NumberSlots): LimitVe
       const weighted = quot + (rem > 0 ? 1 : 0);
       remaining = Math.max(limit - cur - weighted, 0);
       reset = cur > 0 ? ws + 2 * period - now : prev > 0 ? ws + period - now : 0;
+      out[1 + 2 * n + i] = slidingMoreMs(cur, prev, limit, period, now - ws, remaining);
       k += 2;
     } else {
       readDebt(limit === 0 ? undefined : slots.readBucket(keys[k]!), limit, now);
@@ -401,8 +447,10 @@ export function refundLimitCheck(check: LimitCheck, slots: NumberSlots): LimitVe
         const ttl = Math.min(Math.max(dMs + (dTicks > 0 ? 1 : 0), MIN_BUCKET_TTL_MS), MAX_TTL_MS);
         slots.writeBucket(keys[k]!, now + dMs, dTicks, limit, ttl);
       }
-      remaining = limit === 0 ? 0 : burst - hitsCovering(dMs, dTicks, limit, period, burst);
+      const covering = limit === 0 ? 0 : hitsCovering(dMs, dTicks, limit, period, burst);
+      remaining = limit === 0 ? 0 : burst - covering;
       reset = Math.min(dMs + (dTicks > 0 ? 1 : 0), MAX_TTL_MS);
+      out[1 + 2 * n + i] = Math.min(bucketMoreMs(dMs, dTicks, limit, period, covering), MAX_TTL_MS);
       k += 1;
     }
     out[1 + 2 * i] = remaining;

@@ -15,11 +15,18 @@ export interface LimitCheck {
 
 /**
  * The store's answer for one LimitCheck, flat as the script returns it:
- * [rejectedBy, then per limit: remaining, ms until fully replenished]. rejectedBy is 0 when the hit
- * was admitted (and counted), else 1 + the index of the first limit that rejected it (nothing
- * counted). Remaining values are after counting when admitted, before otherwise.
+ * [rejectedBy, then per limit: remaining, ms until fully replenished, then per limit: ms until more than
+ * that remaining is available with no other hit (0: nothing to wait for, the limit holds nothing or is
+ * 0)]. rejectedBy is 0 when the hit was admitted (and counted), else 1 + the index of the first limit
+ * that rejected it (nothing counted). Remaining values are after counting when admitted, before
+ * otherwise. Limit i's numbers are at 1 + 2i, 2 + 2i and 1 + 2n + i (moreMsAt).
  */
 export type LimitVerdict = number[];
+
+/** Where a verdict of n limits holds limit i's ms until more quota is available. */
+export function moreMsAt(n: number, i: number): number {
+  return 1 + 2 * n + i;
+}
 
 export interface CounterOp {
   /** Full cache key, byte-compatible with the reference service. */

@@ -145,6 +145,15 @@ export class Limiter {
   }
 
   /**
+   * For a status of a rule the limit script decided: ms until the reported limit has more quota than
+   * the status's remaining with no other hit (0: nothing to wait for). Undefined for other statuses
+   * (a reference fixed window, a failure mode, the local over-limit cache).
+   */
+  moreQuotaMsOf(status: WireDescriptorStatus): number | undefined {
+    return this.verdicts.moreMsOf(status);
+  }
+
+  /**
    * One status per entry of `matches`; undefined entries (no limit, unlimited or replaced) are
    * answered OK with no limit and never reach the store. A descriptor the store could not count is
    * decided by its failure mode, which is written to `decidedBy[i]` when given; in mode `error` (or

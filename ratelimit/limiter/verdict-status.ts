@@ -6,12 +6,14 @@ import type { LimitMatch, LimitSpec } from '../config/index.js';
 import type { WireDescriptorStatus, WireRateLimit } from '../../proto/index.js';
 import type { StatsStore } from '../stats/index.js';
 import type { LimitVerdict } from '../counting/index.js';
-import { limitCapacity } from '../counting/index.js';
+import { limitCapacity, moreMsAt } from '../counting/index.js';
 
 export class VerdictStatuses {
   private readonly wireLimits = new WeakMap<LimitSpec, WireRateLimit>();
   /** The reverse of wireLimits: which limit a status reports (named limits). */
   private readonly specs = new WeakMap<WireRateLimit, LimitSpec>();
+  /** Per status made here: the verdict's ms until its limit has more quota (named limits' RateLimit t). */
+  private readonly moreMs = new WeakMap<WireDescriptorStatus, number>();
 
   constructor(
     private readonly stats: StatsStore,
@@ -36,6 +38,11 @@ export class VerdictStatuses {
     return this.specs.get(w);
   }
 
+  /** The ms until more quota of a status made here (0: nothing to wait for); undefined for another status. */
+  moreMsOf(s: WireDescriptorStatus): number | undefined {
+    return this.moreMs.get(s);
+  }
+
   /**
    * A refund's status: OK, reporting the limit with the least remaining after the refund. A refund is
    * not a hit: no rule statistic but total_negative_hits (counted by the limiter) changes.
@@ -44,12 +51,14 @@ export class VerdictStatuses {
     const limits = m.rule.limits;
     let at = 0;
     for (let i = 1; i < limits.length; i++) if (verdict[1 + 2 * i]! < verdict[1 + 2 * at]!) at = i;
-    return {
+    const status: WireDescriptorStatus = {
       code: 'OK',
       currentLimit: this.wireLimit(m, limits[at]!),
       limitRemaining: verdict[1 + 2 * at]!,
       durationUntilReset: { seconds: Math.ceil(verdict[2 + 2 * at]! / 1000) },
     };
+    this.moreMs.set(status, verdict[moreMsAt(limits.length, at)]!);
+    return status;
   }
 
   status(m: LimitMatch, verdict: LimitVerdict, hits: number): WireDescriptorStatus {
@@ -71,6 +80,7 @@ export class VerdictStatuses {
       limitRemaining: 0,
       durationUntilReset: { seconds: Math.ceil(verdict[2 + 2 * at]! / 1000) },
     };
+    this.moreMs.set(status, verdict[moreMsAt(limits.length, at)]!);
     if (rejectedBy > 0) {
       status.code = 'OVER_LIMIT';
       rs.overLimit.inc(hits);

@@ -65,6 +65,25 @@ local function hits_covering(ms, ticks, rate, period, burst)
     if quot < ms or (quot == ms and rem < ticks) then k = k + 1 else return k end
   end
 end
+-- ms until a bucket with debt (ms, ticks) covering k hits holds one more (bucketMoreMs in algorithms.ts)
+local function bucket_more(ms, ticks, rate, period, k)
+  if k <= 0 then return 0 end
+  mul_div_mod(k - 1, period, rate)
+  local d = ms - quot
+  if ticks > rem then d = d + 1 end
+  return math.min(d, 1e13)
+end
+-- ms until a sliding window has more than remaining left (slidingMoreMs in algorithms.ts)
+local function sliding_more(cur, prev, limit, period, elapsed, remaining)
+  if remaining >= limit then return 0 end
+  local target = limit - cur - remaining - 1
+  if prev > 0 and target >= 0 then
+    mul_div_mod(target, period, prev)
+    return period - quot - elapsed
+  end
+  mul_div_mod(limit - remaining - 1, period, cur)
+  return period - elapsed + math.max(period - quot, 0)
+end
 local now = tonumber(ARGV[1])
 local hits = tonumber(ARGV[2])
 local n = (#ARGV - 2) / 4
@@ -107,6 +126,7 @@ if hits < 0 then
       if take > 0 then redis.call('DECRBY', KEYS[k], take) end
       remaining = math.max(limit - (count - take), 0)
       reset = period - (now % period)
+      if count - take > 0 then out[2 * n + 1 + i] = reset else out[2 * n + 1 + i] = 0 end
       k = k + 1
     elseif code == 1 then
       local cur = tonumber(redis.call('GET', KEYS[k]) or '0')
@@ -129,6 +149,7 @@ if hits < 0 then
       else
         reset = 0
       end
+      out[2 * n + 1 + i] = sliding_more(cur, prev, limit, period, now - ws, remaining)
       k = k + 2
     else
       local dMs = 0
@@ -155,8 +176,11 @@ if hits < 0 then
       end
       if limit == 0 then
         remaining = 0
+        out[2 * n + 1 + i] = 0
       else
-        remaining = burst - hits_covering(dMs, dTicks, limit, period, burst)
+        local covering = hits_covering(dMs, dTicks, limit, period, burst)
+        remaining = burst - covering
+        out[2 * n + 1 + i] = bucket_more(dMs, dTicks, limit, period, covering)
       end
       reset = dMs
       if dTicks > 0 then reset = reset + 1 end
@@ -190,6 +214,7 @@ for i = 1, n do
     if fits then after = count + hits end
     remaining = math.max(limit - after, 0)
     reset = ws + period - now
+    if after > 0 then out[2 * n + 1 + i] = reset else out[2 * n + 1 + i] = 0 end
     wv[i] = hits
     wt[i] = period
     k = k + 1
@@ -216,6 +241,7 @@ for i = 1, n do
     else
       reset = 0
     end
+    out[2 * n + 1 + i] = sliding_more(curAfter, prev, limit, period, elapsed, remaining)
     wv[i] = hits
     wt[i] = ws + 2 * period - now
     k = k + 2
@@ -225,6 +251,7 @@ for i = 1, n do
       fits = hits == 0
       remaining = 0
       reset = 0
+      out[2 * n + 1 + i] = 0
     else
       local dMs, dTicks = bucket_debt(KEYS[k], limit)
       local usedMs = dMs
@@ -251,7 +278,9 @@ for i = 1, n do
           wt[i] = math.min(math.max(ttl, 1000), 1e13)
         end
       end
-      remaining = burst - hits_covering(usedMs, usedTicks, limit, period, burst)
+      local covering = hits_covering(usedMs, usedTicks, limit, period, burst)
+      remaining = burst - covering
+      out[2 * n + 1 + i] = bucket_more(usedMs, usedTicks, limit, period, covering)
       reset = usedMs
       if usedTicks > 0 then reset = reset + 1 end
       reset = math.min(reset, 1e13)

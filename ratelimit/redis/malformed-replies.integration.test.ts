@@ -55,14 +55,16 @@ const CHECK: LimitCheck = { keys: ['k'], args: [Date.now(), 1, 0, 10, 60_000, 0]
 const NOT_VERDICTS: Record<string, string> = {
   ...NOT_COUNTS,
   'integer instead of an array': ':0\r\n',
-  'array too short': '*2\r\n:0\r\n:9\r\n',
+  'array too short': '*3\r\n:0\r\n:9\r\n:1000\r\n',
   'array too long': '*5\r\n:0\r\n:9\r\n:1\r\n:9\r\n:1\r\n',
-  'rejectedBy past the limits': '*3\r\n:2\r\n:9\r\n:1000\r\n',
-  'negative remaining': '*3\r\n:0\r\n:-1\r\n:1000\r\n',
-  'remaining above the limit': '*3\r\n:0\r\n:11\r\n:1000\r\n',
-  'negative ms': '*3\r\n:0\r\n:9\r\n:-1\r\n',
-  'ms past any period': '*3\r\n:0\r\n:9\r\n:99999999999999\r\n',
-  'ms past 2^53': '*3\r\n:0\r\n:9\r\n:9007199254740993\r\n',
+  'rejectedBy past the limits': '*4\r\n:2\r\n:9\r\n:1000\r\n:1000\r\n',
+  'negative remaining': '*4\r\n:0\r\n:-1\r\n:1000\r\n:1000\r\n',
+  'remaining above the limit': '*4\r\n:0\r\n:11\r\n:1000\r\n:1000\r\n',
+  'negative ms': '*4\r\n:0\r\n:9\r\n:-1\r\n:1000\r\n',
+  'ms past any period': '*4\r\n:0\r\n:9\r\n:99999999999999\r\n:1000\r\n',
+  'ms past 2^53': '*4\r\n:0\r\n:9\r\n:9007199254740993\r\n:1000\r\n',
+  'negative ms until more': '*4\r\n:0\r\n:9\r\n:1000\r\n:-1\r\n',
+  'ms until more past any period': '*4\r\n:0\r\n:9\r\n:1000\r\n:99999999999999\r\n',
 };
 delete NOT_VERDICTS['array'];
 // ioredis reads a RESP3 boolean as the integer 1 or 0, so only the direct connection can tell it apart.
@@ -129,9 +131,9 @@ for (const [path, env] of Object.entries(COUNT_PATHS)) {
 
 for (const [path, env] of Object.entries(SCRIPT_PATHS)) {
   t.test(`the limit script via the ${path}: a reply that is no verdict is a cache error`, async (t) => {
-    const ok = await open(env, () => '*3\r\n:0\r\n:9\r\n:1000\r\n', ['EVALSHA', 'EVAL']);
-    t.same(await ok.store.evaluate!([CHECK]), [[0, 9, 1000]], 'a verdict is a verdict');
-    t.same(await ok.store.evaluateEach!([CHECK]), [[0, 9, 1000]]);
+    const ok = await open(env, () => '*4\r\n:0\r\n:9\r\n:1000\r\n:1000\r\n', ['EVALSHA', 'EVAL']);
+    t.same(await ok.store.evaluate!([CHECK]), [[0, 9, 1000, 1000]], 'a verdict is a verdict');
+    t.same(await ok.store.evaluateEach!([CHECK]), [[0, 9, 1000, 1000]]);
     const direct = ok.fake.commands.some((c) => c.args[0] === 'EVALSHA' && c.conn !== ioredisConn(ok.fake));
     t.equal(direct, path === 'script on the direct connection', 'sent on the path under test');
     await ok.close();

@@ -61,13 +61,14 @@ const isCount = (x: unknown): x is number => Number.isSafeInteger(x) && (x as nu
 
 /**
  * The limit script's reply for `check` as a verdict, or the CacheError of a reply of another shape:
- * [rejectedBy in 0..n, then per limit remaining in 0..max(limit, burst) and ms in 0..MAX_RESET_MS],
- * n the check's limits (its args: now, hits, then four per limit).
+ * [rejectedBy in 0..n, then per limit remaining in 0..max(limit, burst) and ms in 0..MAX_RESET_MS,
+ * then per limit ms until more in 0..MAX_RESET_MS], n the check's limits (its args: now, hits, then four
+ * per limit).
  */
 export function verdictOf(value: unknown, check: LimitCheck): LimitVerdict | CacheError {
   const args = check.args;
   const n = (args.length - 2) >> 2;
-  if (Array.isArray(value) && value.length === 1 + 2 * n && isCount(value[0]) && value[0] <= n) {
+  if (Array.isArray(value) && value.length === 1 + 3 * n && isCount(value[0]) && value[0] <= n) {
     let i = 0;
     for (; i < n; i++) {
       const remaining: unknown = value[1 + 2 * i];
@@ -75,7 +76,9 @@ export function verdictOf(value: unknown, check: LimitCheck): LimitVerdict | Cac
       const a = 2 + 4 * i;
       // args[a .. a + 3]: algorithm code, requests per unit, period ms, burst.
       const most = args[a + 1]! > args[a + 3]! ? args[a + 1]! : args[a + 3]!;
+      const more: unknown = value[1 + 2 * n + i];
       if (!isCount(remaining) || remaining > most || !isCount(reset) || reset > MAX_RESET_MS) break;
+      if (!isCount(more) || more > MAX_RESET_MS) break;
     }
     if (i === n) return value as LimitVerdict;
   }

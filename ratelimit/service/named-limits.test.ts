@@ -119,3 +119,22 @@ t.test('the IETF headers list the rejecting limit first, the others in request o
   ]);
   t.same(ietfHeaders(list, -1)[1], { key: 'RateLimit', value: '"a";r=3;t=9, "b";r=0;t=9, "c";r=1;t=9' });
 });
+
+t.test(
+  'RateLimit t: the verdict’s ms until more, rounded up; none when waiting brings nothing',
+  async (t) => {
+    const d = (algorithm: LimitSpec['algorithm'], r: number, moreMs?: number): NamedDecision => ({
+      index: 0,
+      spec: { ...spec('n'), algorithm },
+      status: { code: 'OK', limitRemaining: r, durationUntilReset: { seconds: 40 } },
+      ...(moreMs === undefined ? {} : { moreMs }),
+    });
+    const state = (x: NamedDecision) => ietfHeaders([x], -1)[1]!.value;
+    t.equal(state(d('token_bucket', 2, 12_001)), '"n";r=2;t=13', 'a bucket: its next hit');
+    t.equal(state(d('sliding_window', 2, 999)), '"n";r=2;t=1');
+    t.equal(state(d('sliding_window', 5, 0)), '"n";r=5', 'nothing charged: no t');
+    t.equal(state(d('fixed_window', 3)), '"n";r=3;t=40', 'a reference fixed window with hits: its end');
+    t.equal(state(d('fixed_window', 5)), '"n";r=5', 'a reference fixed window with none: no t');
+    t.equal(state(d('token_bucket', 1)), '"n";r=1;t=40', 'no verdict (a failure mode): the reset');
+  },
+);

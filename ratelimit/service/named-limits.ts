@@ -10,10 +10,32 @@ export interface NamedDecision {
   readonly index: number;
   readonly spec: LimitSpec;
   readonly status: WireDescriptorStatus;
+  /**
+   * Ms until the limit has more quota than now, from the limit script's verdict (0: nothing to wait
+   * for); undefined when no verdict decided (a reference fixed window, a failure mode, the local cache).
+   */
+  readonly moreMs?: number | undefined;
 }
 
 /** The draft whose field syntax the headers follow (named in the docs). */
-export const IETF_DRAFT = 'draft-ietf-httpapi-ratelimit-headers-09';
+export const IETF_DRAFT = 'draft-ietf-httpapi-ratelimit-headers-11';
+
+/**
+ * The RateLimit `t` of a decision, in seconds (rounded up): how long until the limit has more quota
+ * than it has now if no other hit comes; undefined (no `t`) when waiting brings none (nothing is
+ * charged, or the quota is 0). A reference fixed window has more at its window's end once anything is
+ * counted; without a verdict any other limit reports its reset.
+ */
+export function moreQuotaSeconds(d: NamedDecision): number | undefined {
+  const ms = d.moreMs;
+  if (ms === undefined) {
+    const reset = d.status.durationUntilReset?.seconds ?? 0;
+    if (d.spec.algorithm === 'fixed_window' && d.status.limitRemaining >= d.spec.requestsPerUnit)
+      return undefined;
+    return reset > 0 ? reset : undefined;
+  }
+  return ms > 0 ? Math.ceil(ms / 1000) : undefined;
+}
 
 const quoted = new WeakMap<LimitSpec, string>();
 
@@ -39,9 +61,10 @@ export function sfString(spec: LimitSpec): string {
 }
 
 /**
- * RateLimit-Policy and RateLimit (the draft's structured-field syntax): one list member per
- * descriptor that has a limit, the one that rejected first at the head, then the others in request
- * order. Policy: `"name";q=<quota>;w=<window seconds>`; current state: `"name";r=<remaining>;t=<reset seconds>`.
+ * RateLimit-Policy and RateLimit (the draft's structured-field lists): one member per descriptor that
+ * has a limit, the one that rejected first at the head, then the others in request order. Policy:
+ * `"name";q=<quota>;w=<window seconds>`; service limit: `"name";r=<remaining>;t=<seconds until more>`
+ * (no `t` when waiting brings no more). Quota and remaining count hits (hits_addend), whatever a hit is.
  */
 export function ietfHeaders(decisions: readonly NamedDecision[], first: number): WireHeader[] {
   let policy = '';
@@ -56,7 +79,9 @@ export function ietfHeaders(decisions: readonly NamedDecision[], first: number):
       state += ', ';
     }
     policy += `${name};q=${d.spec.requestsPerUnit};w=${d.spec.unitSeconds}`;
-    state += `${name};r=${d.status.limitRemaining};t=${d.status.durationUntilReset?.seconds ?? 0}`;
+    state += `${name};r=${d.status.limitRemaining}`;
+    const t = moreQuotaSeconds(d);
+    if (t !== undefined) state += `;t=${t}`;
   }
   return [
     { key: 'RateLimit-Policy', value: policy },

@@ -1,7 +1,14 @@
 // The ShouldRateLimit decision: validate the request, match each descriptor, count, aggregate.
 // Semantics follow the reference's service/ratelimit.go; deliberate differences are in the README.
-import type { FailureMode, LimitMatch, RateLimitConfig, RequestDescriptor, Unit } from '../config/index.js';
-import { UNITS, unitFromNumber } from '../config/units.js';
+import {
+  UNITS,
+  unitFromNumber,
+  type FailureMode,
+  type LimitMatch,
+  type RateLimitConfig,
+  type RequestDescriptor,
+  type Unit,
+} from '../config/model.js';
 import type {
   WireDescriptor,
   WireDescriptorStatus,
@@ -256,7 +263,7 @@ export class RateLimitService {
       if (status.code === 'OVER_LIMIT' && first < 0) first = decisions.length;
       if (least < 0 || status.limitRemaining < decisions[least]!.status.limitRemaining)
         least = decisions.length;
-      decisions.push({ index: i, spec, status });
+      decisions.push({ index: i, spec, status, moreMs: this.opts.limiter.moreQuotaMsOf(status) });
     }
     if (log !== undefined && overLimit && first >= 0) {
       const d = decisions[first]!;

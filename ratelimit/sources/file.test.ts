@@ -167,19 +167,19 @@ t.test('a reload parses only the files that changed; a removed file is dropped',
   );
   t.teardown(() => provider.close());
   await provider.start();
-  t.ok(debug.includes('parsing 3 of 3 files (the others are unchanged)'), 'the first load parses every file');
+  t.ok(debug.includes('parsed 3 of 3 files (the others are unchanged)'), 'the first load parses every file');
   const limitOf = (u: ConfigUpdate | undefined, domain: string) =>
     u && 'config' in u
       ? u.config.getLimit(domain, { entries: [{ key: 'k', value: 'v' }] })?.rule.requestsPerUnit
       : undefined;
   writeFileSync(join(dir, 'b.yaml'), domainYaml('b', 2));
   await eventually(() => limitOf(updates.at(-1), 'b') === 2, 10_000, 'the edit of b.yaml');
-  t.ok(debug.includes('parsing 1 of 3 files (the others are unchanged)'), 'only b.yaml is parsed again');
+  t.ok(debug.includes('parsed 1 of 3 files (the others are unchanged)'), 'only b.yaml is parsed again');
   t.equal(limitOf(updates.at(-1), 'a'), 1, 'the unchanged files still serve');
   t.equal(limitOf(updates.at(-1), 'c'), 1);
   rmSync(join(dir, 'c.yaml'));
   await eventually(() => limitOf(updates.at(-1), 'c') === undefined, 10_000, 'the removal of c.yaml');
-  t.ok(debug.includes('parsing 0 of 2 files (the others are unchanged)'), 'a removal parses nothing');
+  t.ok(debug.includes('parsed 0 of 2 files (the others are unchanged)'), 'a removal parses nothing');
   t.equal(limitOf(updates.at(-1), 'b'), 2);
 });
 

@@ -7,13 +7,18 @@
 import { watch, type FSWatcher } from 'node:fs';
 import { readdir, realpath, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-// From their own modules, not the config/ barrel: the YAML reader and the validator load on the worker.
-import type { CheckedDocument, ConfigSource } from '../config/index.js';
-import { buildConfigInSlices } from '../config/build.js';
-import { ConfigError } from '../config/errors.js';
-import { DEFAULT_YAML_LIMITS, LIMIT_SETTING, type YamlLimits } from '../config/yaml/limits.js';
-import { FileReadError, readBoundedText, type Logger } from '../../common/index.js';
+// The model entry, not the config/ barrel: the YAML reader and the validator load on the worker.
+import {
+  buildConfigInSlices,
+  ConfigError,
+  type CheckedDocument,
+  DEFAULT_YAML_LIMITS,
+  LIMIT_SETTING,
+  type YamlLimits,
+} from '../config/model.js';
+import { FileReadError, readBoundedFile, type Logger } from '../../common/index.js';
 import { ConfigParsePool } from './parse-pool.js';
+import type { ConfigFileBytes } from './parse-worker.js';
 import type { ConfigUpdate } from './source.js';
 
 export interface FileProviderOptions {
@@ -62,11 +67,10 @@ export class FileConfigProvider {
   private closed = false;
   private readonly parser: ConfigParsePool;
   /**
-   * Each file's last text and its validated document: a reload parses only the files whose text
-   * changed (one domain's edit does not re-read the others). Holds the config's text and documents
-   * once more in memory; files no longer listed are dropped on the next load.
+   * Each file's digest and validated document: a reload parses only the files whose bytes changed (one
+   * domain's edit does not re-parse the others). Files no longer listed are dropped on the next load.
    */
-  private readonly checked = new Map<string, { yaml: string; document: CheckedDocument }>();
+  private readonly checked = new Map<string, { digest: string; document: CheckedDocument }>();
 
   constructor(
     private readonly opts: FileProviderOptions,
@@ -181,19 +185,19 @@ export class FileConfigProvider {
   }
 
   /**
-   * One file's text, read within CONFIG_YAML_MAX_BYTES (refused from fstat, before it is read) and the
+   * One file's bytes, read within CONFIG_YAML_MAX_BYTES (refused from fstat, before it is read) and the
    * read deadline. Undefined for what is not a regular file (a FIFO, socket, device or directory, named
    * directly or through a link): it is logged and skipped, the other files load. Any other failure
    * fails the load.
    */
-  private async readFile(f: string, maxBytes: number): Promise<ConfigSource | undefined> {
+  private async readFile(f: string, maxBytes: number): Promise<ConfigFileBytes | undefined> {
     try {
-      const yaml = await readBoundedText(f, {
+      const bytes = await readBoundedFile(f, {
         maxBytes,
         maxBytesSetting: LIMIT_SETTING.maxBytes,
         timeoutMs: this.opts.readTimeoutMs,
       });
-      return { name: f, yaml };
+      return { name: f, bytes };
     } catch (err) {
       if (!(err instanceof FileReadError)) throw err;
       if (err.reason === 'not-regular') {
@@ -206,27 +210,31 @@ export class FileConfigProvider {
 
   private async load(): Promise<void> {
     try {
-      const files = await this.listFiles();
-      this.opts.logger?.debug(`loading config from ${files.length} files`);
+      const paths = await this.listFiles();
+      this.opts.logger?.debug(`loading config from ${paths.length} files`);
       const maxBytes = (this.opts.yamlLimits ?? DEFAULT_YAML_LIMITS).maxBytes;
-      const read = await Promise.all(files.map((f) => this.readFile(f, maxBytes)));
-      const sources = read.filter((src): src is ConfigSource => src !== undefined);
-      const names = sources.map((src) => src.name);
-      // Parsing and validation (the expensive part of a large reload) run on a worker thread; the
-      // index of the validated documents is built here in time slices, so decisions keep flowing.
-      const changed = sources.filter((src) => this.checked.get(src.name)?.yaml !== src.yaml);
-      this.opts.logger?.debug(
-        `parsing ${changed.length} of ${sources.length} files (the others are unchanged)`,
-      );
+      const read = await Promise.all(paths.map((f) => this.readFile(f, maxBytes)));
+      const files = read.filter((f): f is ConfigFileBytes => f !== undefined);
+      const names = files.map((f) => f.name);
+      // Decoding, digests (what changed) and parsing and validation (the expensive part of a large
+      // reload) run on a worker thread, which gets the bytes without a copy; the index of the validated
+      // documents is built here in time slices, so decisions keep flowing.
       const parseStart = performance.now();
-      const parsed = changed.length > 0 ? await this.parser.parse(changed) : [];
+      const known = names.map((name) => this.checked.get(name)?.digest);
+      const parsed = await this.parser.parseFiles(files, known);
       const compileStart = performance.now();
-      changed.forEach((src, i) => this.checked.set(src.name, { yaml: src.yaml, document: parsed[i]! }));
+      let changed = 0;
+      parsed.documents.forEach((document, i) => {
+        if (document === null) return;
+        changed++;
+        this.checked.set(names[i]!, { digest: parsed.digests[i]!, document });
+      });
       for (const name of this.checked.keys()) if (!names.includes(name)) this.checked.delete(name);
-      const documents = sources.map((src) => this.checked.get(src.name)!.document);
+      const documents = names.map((name) => this.checked.get(name)!.document);
       const config = await buildConfigInSlices(documents, this.opts.mergeDomainConfig === true, {
         maxDescriptors: this.opts.maxDescriptors,
       });
+      this.opts.logger?.debug(`parsed ${changed} of ${files.length} files (the others are unchanged)`);
       this.opts.logger?.debug(
         `config parsed in ${(compileStart - parseStart).toFixed(0)} ms (worker start included when none was ready), compiled in ${(performance.now() - compileStart).toFixed(0)} ms`,
       );

@@ -1,4 +1,8 @@
 import t from 'tap';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { readBoundedFile } from '../../common/index.js';
 import {
   buildConfigInSlices,
   checkedEntry,
@@ -247,3 +251,47 @@ t.test('the spare does not parse a config larger than WARM_UP_MAX_CHARS ahead of
   t.equal(p.workersStarted, 2, 'the small parse ran on the spare');
   t.equal(p.counts.warmedUp, 0, 'which had not parsed the large config again (its heap stays small)');
 });
+
+t.test(
+  'a file goes to the worker as its bytes, moved (not copied); an unchanged digest is not parsed; the spare warms up on a copy',
+  async (t) => {
+    const p = new ConfigParsePool({ spare: true, spareDelayMs: 20, spareMinChars: 0 });
+    t.teardown(() => p.close());
+    const dir = mkdtempSync(join(tmpdir(), 'rl-bytes-'));
+    t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+    writeFileSync(join(dir, 'a.yaml'), 'domain: a\ndescriptors:\n  - key: k\n');
+    writeFileSync(join(dir, 'b.yaml'), 'domain: b\ndescriptors:\n  - key: k\n');
+    // As the file source reads them: a Buffer from the bounded reader.
+    const read = async (name: string) => ({
+      name,
+      bytes: await readBoundedFile(join(dir, name), { maxBytes: 1024 }),
+    });
+    const a = await read('a.yaml');
+    const b = await read('b.yaml');
+    const first = await p.parseFiles([a, b], []);
+    t.equal(
+      a.bytes.byteLength,
+      0,
+      'the bytes moved to the worker: the main thread neither copied nor decoded them',
+    );
+    t.same(
+      first.documents.map((d) => d?.domain),
+      ['a', 'b'],
+    );
+    const again = await p.parseFiles(
+      [await read('a.yaml'), await read('b.yaml')],
+      [first.digests[0], 'other'],
+    );
+    t.same(again.digests, first.digests, 'the same bytes, the same digests');
+    t.same(
+      again.documents.map((d) => d?.domain ?? null),
+      [null, 'b'],
+      'a file whose digest is the known one is not parsed again',
+    );
+    const deadline = Date.now() + 60_000;
+    while (p.counts.warmedUp < WARM_UP_PARSES && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    t.equal(p.counts.warmedUp, WARM_UP_PARSES, 'the spare parsed its copy of the last files');
+  },
+);

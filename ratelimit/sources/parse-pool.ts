@@ -9,10 +9,9 @@ import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 // Not the config/ barrel, nor parse-worker.ts but for its types: the YAML reader and the validator load
 // on the worker, and on this thread only when no worker can start.
-import type { CheckedDocument, ConfigSource } from '../config/index.js';
-import { ConfigError } from '../config/errors.js';
-import { DEFAULT_YAML_LIMITS, type YamlLimits } from '../config/yaml/limits.js';
-import type { ParseReply, ParseRequest } from './parse-worker.js';
+import type { ConfigSource } from '../config/index.js';
+import { ConfigError, type CheckedDocument, DEFAULT_YAML_LIMITS, type YamlLimits } from '../config/model.js';
+import type { ConfigFileBytes, ParsedFiles, ParseReply, ParseRequest } from './parse-worker.js';
 
 // The build loads parse-worker.js; source runs (tests, through tsx) load parse-worker.ts with tsx's loader.
 const FROM_SOURCE = import.meta.url.endsWith('.ts');
@@ -78,8 +77,8 @@ export interface ConfigParsePoolOptions {
   /** How long after a parse the spare starts (SPARE_DELAY_MS): not while the new config's garbage is collected. */
   spareDelayMs?: number;
   /**
-   * With `spare`: a spare is kept only after a parse of at least this many characters of YAML (or bytes
-   * of xDS resources); after a smaller one the worker is ended at once (SPARE_MIN_CHARS).
+   * With `spare`: a spare is kept only after a parse of at least this many bytes of YAML (or of xDS
+   * resources); after a smaller one the worker is ended at once (SPARE_MIN_CHARS).
    */
   spareMinChars?: number;
 }
@@ -92,7 +91,7 @@ export interface ConfigParsePoolOptions {
 export const WARM_UP_PARSES = 2;
 
 /**
- * The spare warms up on the last files only when they hold at most this many characters of YAML in all:
+ * The spare warms up on the last files only when they hold at most this many bytes of YAML in all:
  * a parse's garbage grows the worker's heap to many times the text (docs/performance.md), and a warmed
  * spare would keep that heap between reloads. A larger config's reload pays the parser's compiling
  * instead, a fraction of its parse.
@@ -100,9 +99,9 @@ export const WARM_UP_PARSES = 2;
 export const WARM_UP_MAX_CHARS = 2 * 1024 * 1024;
 
 /**
- * A spare is kept only for a config of at least this many characters: a smaller config's parse is short
- * beside starting a worker, which a reload's file event starts during its debounce anyway, and an idle
- * worker holds memory (about 10-20 MiB of RSS) for as long as the pod runs.
+ * A spare is kept only for a config of at least this many bytes: a smaller config's parse is short beside
+ * starting a worker, which a reload's file event starts during its debounce anyway, and an idle worker
+ * holds memory (about 10-20 MiB of RSS) for as long as the pod runs.
  */
 export const SPARE_MIN_CHARS = 256 * 1024;
 
@@ -137,8 +136,11 @@ export class ConfigParsePool {
   private closed = false;
   /** How many parses ran on the worker and how many fell back to this thread. */
   readonly counts = { worker: 0, inline: 0, timedOut: 0, warmedUp: 0 };
-  /** With `spare`: the last file parse that succeeded, parsed WARM_UP_PARSES times on the spare to warm it. */
-  private lastParse: { sources: ConfigSource[]; limits: YamlLimits } | undefined;
+  /**
+   * With `spare`: a copy of the files of the last parse that succeeded, parsed WARM_UP_PARSES times on
+   * the spare to warm it (the files themselves were transferred to the worker that parsed them).
+   */
+  private lastParse: { files: ConfigFileBytes[]; limits: YamlLimits } | undefined;
   private started = 0;
   private readonly waiting = new Map<number, Waiting>();
   private readonly limits: YamlLimits;
@@ -147,7 +149,7 @@ export class ConfigParsePool {
   private readonly spare: boolean;
   private readonly spareDelayMs: number;
   private readonly spareMinChars: number;
-  /** Characters (or bytes) of the parse in progress or last done. */
+  /** Bytes of the parse in progress or last done. */
   private lastSize = 0;
   private idleTimer: NodeJS.Timeout | undefined;
   /** Whether the running worker has answered a parse (with `spare`, it is replaced by a fresh one). */
@@ -174,37 +176,60 @@ export class ConfigParsePool {
 
   /** Parsed and validated documents (see parse-worker.ts); throws the first ConfigError. */
   async parse(sources: ConfigSource[]): Promise<CheckedDocument[]> {
-    let chars = 0;
-    for (const src of sources) chars += src.yaml.length;
-    this.lastSize = chars;
-    const documents = await this.run({ sources, limits: this.limits }, sources[0]?.name ?? '', async () =>
-      (await import('./parse-worker.js')).parseAndCheck(sources, this.limits),
+    const encoder = new TextEncoder();
+    // TextEncoder's arrays own their memory (a small Buffer shares the pool's, which cannot be transferred).
+    const files = sources.map(({ name, yaml }) => ({ name, bytes: encoder.encode(yaml) }));
+    const { documents } = await this.parseFiles(files, []);
+    return documents as CheckedDocument[];
+  }
+
+  /**
+   * Files as read (their bytes are transferred to the worker: unusable here afterwards), each parsed and
+   * validated unless its digest is `known[i]` (the digest of the text already parsed; see ParsedFiles).
+   * Throws the first ConfigError.
+   */
+  async parseFiles(files: ConfigFileBytes[], known: (string | undefined)[]): Promise<ParsedFiles> {
+    let size = 0;
+    for (const f of files) size += f.bytes.byteLength;
+    this.lastSize = size;
+    // The copy the spare warms up on, taken before the bytes move to the worker.
+    const keep =
+      this.spare && size <= WARM_UP_MAX_CHARS
+        ? files.map(({ name, bytes }) => ({ name, bytes: new Uint8Array(bytes) }))
+        : undefined;
+    const parsed = await this.run(
+      { files, known, limits: this.limits },
+      files[0]?.name ?? '',
+      async () => (await import('./parse-worker.js')).parseFiles(files, known, this.limits),
+      [...new Set(files.map((f) => f.bytes.buffer as ArrayBuffer))],
     );
-    if (this.spare) {
-      this.lastParse = chars <= WARM_UP_MAX_CHARS ? { sources, limits: this.limits } : undefined;
-    }
-    return documents;
+    if (!('digests' in parsed)) throw new Error('unexpected reply to a file parse');
+    if (this.spare) this.lastParse = keep && { files: keep, limits: this.limits };
+    return parsed;
   }
 
   /** Decoded and validated xDS resources (encoded RateLimitConfig messages); throws the first ConfigError. */
-  decodeXds(messages: Uint8Array[]): Promise<CheckedDocument[]> {
+  async decodeXds(messages: Uint8Array[]): Promise<CheckedDocument[]> {
     let bytes = 0;
     for (const m of messages) bytes += m.byteLength;
     this.lastSize = bytes;
-    return this.run({ messages }, 'xDS resources', async () =>
+    const documents = await this.run({ messages }, 'xDS resources', async () =>
       (await import('./parse-worker.js')).decodeAndCheck(messages),
     );
+    if (!Array.isArray(documents)) throw new Error('unexpected reply to an xDS decode');
+    return documents;
   }
 
   private async run(
     request: DistributiveOmit<ParseRequest, 'id'>,
     firstName: string,
-    inline: () => Promise<CheckedDocument[]>,
-  ): Promise<CheckedDocument[]> {
+    inline: () => Promise<CheckedDocument[] | ParsedFiles>,
+    transfer: ArrayBuffer[] = [],
+  ): Promise<CheckedDocument[] | ParsedFiles> {
     if (this.closed) throw new Error('config parser is closed');
     let reply: ParseReply;
     try {
-      reply = await this.roundTrip(request, firstName);
+      reply = await this.roundTrip(request, firstName, transfer);
     } catch (err) {
       // No worker at all (e.g. a restricted runtime): parse here, and say once why a reload may stall.
       // A worker that started and then died, timed out or was closed is not retried on this thread:
@@ -220,13 +245,17 @@ export class ConfigParsePool {
     }
     this.counts.worker++;
     if ('progress' in reply) throw new Error('unexpected progress reply');
-    if (reply.ok) return reply.documents;
+    if (reply.ok) return 'files' in reply ? reply.files : reply.documents;
     const e = reply.error;
     if ('detail' in e) throw new ConfigError(e.source, e.field, e.detail);
     throw new Error(e.message);
   }
 
-  private roundTrip(request: DistributiveOmit<ParseRequest, 'id'>, firstName: string): Promise<ParseReply> {
+  private roundTrip(
+    request: DistributiveOmit<ParseRequest, 'id'>,
+    firstName: string,
+    transfer: ArrayBuffer[],
+  ): Promise<ParseReply> {
     const w = this.ensureWorker();
     const id = ++this.seq;
     return new Promise((resolve, reject) => {
@@ -262,7 +291,7 @@ export class ConfigParsePool {
         timer.unref();
       };
       this.waiting.set(id, entry);
-      w.postMessage({ id, ...request } as ParseRequest);
+      w.postMessage({ id, ...request } as ParseRequest, transfer);
     });
   }
 
@@ -364,7 +393,8 @@ export class ConfigParsePool {
     }
     if (!this.lastParse) return;
     for (let i = 0; i < WARM_UP_PARSES; i++) {
-      w.postMessage({ id: -++this.seq, ...this.lastParse, warmUp: true } as ParseRequest);
+      // Copied, not transferred: the next warm-up parses the same files.
+      w.postMessage({ id: -++this.seq, ...this.lastParse, known: [], warmUp: true } as ParseRequest);
     }
   }
 

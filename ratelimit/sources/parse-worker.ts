@@ -1,8 +1,10 @@
-// Worker thread entry: parses and validates config off the main thread, YAML texts from files and
-// encoded RateLimitConfig messages from xDS pushes (reading and validating a 10k-rule config takes
-// hundreds of ms of CPU, which on the main thread would stall every decision). Replies with the
-// validated documents in the form the main thread compiles from (config/checked.ts: the top-level
-// descriptors' keys, and their JSON texts in one transferred buffer), or with the first error's parts.
+// Worker thread entry: parses and validates config off the main thread, YAML files and encoded
+// RateLimitConfig messages from xDS pushes (reading and validating a 10k-rule config takes hundreds of ms
+// of CPU, which on the main thread would stall every decision). A file arrives as its bytes (transferred,
+// not copied): decoding the text, telling whether it changed (its digest) and parsing it all happen here.
+// Replies with the validated documents in the form the main thread compiles from (config/checked.ts: the
+// top-level descriptors' keys, and their JSON texts in one transferred buffer), or with the first error's parts.
+import { createHash } from 'node:crypto';
 import { setPriority } from 'node:os';
 import { parentPort } from 'node:worker_threads';
 import {
@@ -20,13 +22,38 @@ import {
 } from '../config/index.js';
 import { decodeRateLimitConfig } from '../../proto/ratelimit-config.js';
 
+/** A config file as read: its name and its bytes (UTF-8 YAML). */
+export interface ConfigFileBytes {
+  readonly name: string;
+  readonly bytes: Uint8Array;
+}
+
+/**
+ * Each file's digest and, unless the digest is the one the caller already had for that file (`known`),
+ * its validated document; `null` for an unchanged file.
+ */
+export interface ParsedFiles {
+  readonly digests: string[];
+  readonly documents: (CheckedDocument | null)[];
+}
+
 export type ParseRequest =
-  /** `warmUp`: parsed only to compile the parser on this thread; the reply carries no documents. */
-  | { id: number; sources: ConfigSource[]; limits: YamlLimits; warmUp?: boolean }
+  /**
+   * YAML files, with the digest the caller has of each (a file whose digest is unchanged is not parsed).
+   * `warmUp`: parsed only to compile the parser on this thread; the reply carries no documents.
+   */
+  | {
+      id: number;
+      files: ConfigFileBytes[];
+      known: (string | undefined)[];
+      limits: YamlLimits;
+      warmUp?: boolean;
+    }
   /** xDS resources: each an encoded RateLimitConfig message. */
   | { id: number; messages: Uint8Array[] };
 export type ParseReply =
   | { id: number; ok: true; documents: CheckedDocument[] }
+  | { id: number; ok: true; files: ParsedFiles }
   | { id: number; ok: false; error: { source: string; field: string; detail: string } | { message: string } }
   /** Sent before each file, so a parse stopped at its deadline names the file it was stuck on. */
   | { id: number; progress: string };
@@ -41,6 +68,37 @@ export function parseAndCheck(
     onFile?.(s.name);
     return check({ name: s.name, document: parseYamlSource(s, limits) });
   });
+}
+
+/** A file's digest: what tells a changed file from the one already parsed. */
+export function fileDigest(bytes: Uint8Array): string {
+  return createHash('sha256').update(bytes).digest('base64');
+}
+
+/**
+ * parseAndCheck for files as read, skipping each whose digest is `known[i]` (its document is `null`).
+ * The text is the bytes as UTF-8 (an invalid sequence becomes U+FFFD). Throws the first ConfigError.
+ */
+export function parseFiles(
+  files: readonly ConfigFileBytes[],
+  known: readonly (string | undefined)[],
+  limits: YamlLimits = DEFAULT_YAML_LIMITS,
+  onFile?: (name: string) => void,
+): ParsedFiles {
+  const digests: string[] = [];
+  const documents: (CheckedDocument | null)[] = [];
+  files.forEach(({ name, bytes }, i) => {
+    onFile?.(name);
+    const digest = fileDigest(bytes);
+    digests.push(digest);
+    if (digest === known[i]) {
+      documents.push(null);
+      return;
+    }
+    const yaml = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8');
+    documents.push(parseAndCheck([{ name, yaml }], limits)[0]!);
+  });
+  return { digests, documents };
 }
 
 /** Validates one document into the form the sliced compile takes. Throws the first ConfigError. */
@@ -84,8 +142,8 @@ async function reply(req: ParseRequest): Promise<ParseReply> {
       progress('xDS resources');
       return { id: req.id, ok: true, documents: decodeAndCheck(req.messages) };
     }
-    const documents = parseAndCheck(req.sources, req.limits, progress);
-    return { id: req.id, ok: true, documents: req.warmUp ? [] : documents };
+    const files = parseFiles(req.files, req.known, req.limits, progress);
+    return { id: req.id, ok: true, files: req.warmUp ? { digests: [], documents: [] } : files };
   } catch (err) {
     const error =
       err instanceof ConfigError
@@ -101,6 +159,7 @@ parentPort?.on('message', (req: ParseRequest) => {
   queue = queue.then(async () => {
     const r = await reply(req);
     // The documents' buffers move to the main thread instead of being copied.
-    parentPort!.postMessage(r, 'documents' in r ? checkedBuffers(r.documents) : []);
+    const documents = 'documents' in r ? r.documents : 'files' in r ? r.files.documents : [];
+    parentPort!.postMessage(r, checkedBuffers(documents.filter((d) => d !== null)));
   });
 });

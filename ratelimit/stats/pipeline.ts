@@ -47,7 +47,9 @@ export function createStatsPipeline(
           ? undefined
           : 'log';
   const mogrifiers =
-    sink === 'dogstatsd' ? mogrifiersFromEnv(settings.dogStatsdMogrifiers, deps.env ?? process.env) : undefined;
+    sink === 'dogstatsd'
+      ? mogrifiersFromEnv(settings.dogStatsdMogrifiers, deps.env ?? process.env)
+      : undefined;
   const mappingYaml =
     !settings.disabled && settings.usePrometheus && settings.prometheusMapperYaml
       ? readBoundedFileSync(settings.prometheusMapperYaml, { maxBytes: MAPPER_FILE_MAX_BYTES }).toString()
