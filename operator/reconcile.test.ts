@@ -328,6 +328,38 @@ t.test(
   },
 );
 
+t.test('quota_unit is served from files and the CRD but named as not carried over xDS', async (t) => {
+  const r = reconcile([
+    rlc('llm', {
+      domain: 'llm',
+      descriptors: [
+        {
+          key: 'upload',
+          rate_limit: { unit: 'second', requests_per_unit: 1e6, quota_unit: 'content-bytes' },
+        },
+        {
+          key: 'user',
+          rate_limits: [
+            { unit: 'day', requests_per_unit: 100000, quota_unit: 'tokens' },
+            { unit: 'month', requests_per_unit: 2000000, quota_unit: 'requests' },
+          ],
+        },
+      ],
+    }),
+  ]);
+  const v = r.verdicts.get('default/llm')!;
+  t.equal(v.accepted, true);
+  t.same(v.lostFields, [
+    'spec.descriptors[0].rate_limit.quota_unit',
+    'spec.descriptors[1].rate_limits[0].quota_unit',
+    'spec.descriptors[1].rate_limits[1].quota_unit',
+  ]);
+  t.match(
+    v.message,
+    /not carried over xDS, so pods never see: spec\.descriptors\[0\]\.rate_limit\.quota_unit/,
+  );
+});
+
 t.test('lost fields are named by spec path and a long list is cut in the condition message', async (t) => {
   const lost = Array.from({ length: 13 }, (_, i) => `spec.descriptors[${i}].future_field`);
   const message = lostFieldsMessage(lost);

@@ -1,8 +1,9 @@
 // Bounds on the work one rate limit request may ask for, shared by the two request decoders (gRPC
-// bytes in rls-codec.ts, /json in ratelimit/server/json.ts) so that both refuse the same requests with
-// the same words. Every bound is a setting (REQUEST_MAX_*, ratelimit/settings); the reasoning behind
-// the defaults is in docs/decisions/003-request-bounds.md. A request past a bound is the caller's
-// error (gRPC INVALID_ARGUMENT, HTTP 400) and is refused while it is decoded, before it costs more.
+// bytes in rls-codec.ts, which also bounds the protobuf fields it walks; /json in
+// ratelimit/server/json.ts) so that both refuse the same requests with the same words. Every bound is
+// a setting (REQUEST_MAX_*, ratelimit/settings); the reasoning behind the defaults is in
+// docs/decisions/003-request-bounds.md. A request past a bound is the caller's error (gRPC
+// INVALID_ARGUMENT, HTTP 400) and is refused while it is decoded, before it costs more.
 
 export interface RequestBounds {
   /** REQUEST_MAX_DESCRIPTORS: descriptors in one request. */
@@ -33,24 +34,10 @@ export const DEFAULT_REQUEST_BOUNDS: Readonly<RequestBounds> = Object.freeze({
   maxHitsAddend: 4294967295,
 });
 
-/**
- * The protobuf fields one request message may hold, unknown fields included: what the descriptor and
- * entry bounds allow (a descriptor is 1 field plus 3 for its limit and 2 for its hits_addend, an
- * entry 3), doubled for room, so no request within the bounds comes near it. It bounds the decoder's
- * walk over a message of millions of tiny or repeated fields.
- */
-export function maxFields(b: RequestBounds): number {
-  return b.maxDescriptors * (b.maxEntries * 6 + 16) + 64;
-}
-
 // The refusal messages: each names the bound, its value and the setting that changes it.
 
 export function tooManyDescriptors(b: RequestBounds): string {
   return `more than ${b.maxDescriptors} descriptors in one request (REQUEST_MAX_DESCRIPTORS)`;
-}
-
-export function tooManyFields(max: number): string {
-  return `more than ${max} protobuf fields in one request (room for what REQUEST_MAX_DESCRIPTORS and REQUEST_MAX_DESCRIPTOR_ENTRIES allow)`;
 }
 
 export function tooManyEntries(b: RequestBounds, i: number): string {

@@ -21,15 +21,28 @@ import {
   domainTooLong,
   hitsAddendOutOfRange,
   keyTooLong,
-  maxFields,
   type RequestBounds,
-  tooManyFields,
   tooManyDescriptors,
   tooManyEntries,
   valueTooLong,
 } from './request-bounds.js';
 
 const CODE_NUMBER: Record<WireCode, number> = { UNKNOWN: 0, OK: 1, OVER_LIMIT: 2 };
+
+/**
+ * The protobuf fields one request message may hold, unknown fields included: what the descriptor and
+ * entry bounds allow (a descriptor is 1 field plus 3 for its limit and 2 for its hits_addend, an
+ * entry 3), doubled for room, so no request within the bounds comes near it. It bounds the decoder's
+ * walk over a message of millions of tiny or repeated fields.
+ */
+export function maxFields(b: RequestBounds): number {
+  return b.maxDescriptors * (b.maxEntries * 6 + 16) + 64;
+}
+
+/** The refusal of a request past maxFields. */
+export function tooManyFields(max: number): string {
+  return `more than ${max} protobuf fields in one request (room for what REQUEST_MAX_DESCRIPTORS and REQUEST_MAX_DESCRIPTOR_ENTRIES allow)`;
+}
 
 // --- decoding -------------------------------------------------------------------------------------
 

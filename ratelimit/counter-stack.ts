@@ -4,7 +4,8 @@
 //   limiter
 //     -> tracing                   TRACING_ENABLED: one span per call into the stack
 //     -> WriteBehindCounterStore   CACHE_WRITE_BEHIND_ENABLED (off by default): known keys decided locally
-//     -> CoalescingCounterStore    COALESCE_INCREMENTS (on by default): concurrent hits on a key, one op
+//     -> CoalescingCounterStore    the one batcher: a flush per turn (or REDIS_PIPELINE_WINDOW), one batch
+//                                  per shard; COALESCE_INCREMENTS (on by default): hits on a key, one op
 //     -> CircuitBreakerStore       Redis only: a failing shard fails fast, then is probed
 //     -> backend                   RedisCounterStore (with the per-second deployment) | memcache | memory
 //
@@ -18,6 +19,8 @@ import {
   CircuitBreakerStore,
   CoalescingCounterStore,
   WriteBehindCounterStore,
+  type BatcherOptions,
+  type FlushPolicy,
   type CounterStore,
 } from './counting/index.js';
 import { MemcacheCounterStore } from './memcache/index.js';
@@ -107,8 +110,10 @@ export function buildCounterStack(
   },
 ): CounterStack {
   const base = deps.base ?? createBackend(s, deps);
-  // Concurrent hits on one key share one INCRBY (exact per-caller counts); off: one op per request.
-  const coalescing = s.coalesceIncrements ? new CoalescingCounterStore(base) : base;
+  const coalescing =
+    s.coalesceIncrements || s.backendType === 'redis'
+      ? new CoalescingCounterStore(base, batcherOptions(s))
+      : base;
   // Write-behind (off by default): known fixed-window keys decided locally, hits sent per interval.
   const writeBehind = s.writeBehind.enabled
     ? new WriteBehindCounterStore(coalescing, s.writeBehind, deps.stats)
@@ -119,6 +124,27 @@ export function buildCounterStack(
     writeBehind,
     store: deps.tracing ? deps.tracing.wrapStore(top, cacheSpanName(s.backendType)) : top,
   };
+}
+
+/**
+ * The batcher's settings: concurrent hits on one key share one INCRBY (exact per-caller counts) unless
+ * COALESCE_INCREMENTS=false; Redis' pipeline window and limit (REDIS_PIPELINE_*, REDIS_PERSECOND_PIPELINE_*)
+ * are its flush policy. Other backends without coalescing get no batcher at all (one call per request).
+ */
+export function batcherOptions(s: Settings): BatcherOptions {
+  const main = s.redis.main;
+  const second = s.redis.perSecond;
+  const redis = s.backendType === 'redis';
+  return {
+    merge: s.coalesceIncrements,
+    flush: redis ? policy(main) : undefined,
+    perSecondFlush: redis && second ? policy(second) : undefined,
+  };
+}
+
+/** A zero window disables pipelining, limit included (as radix's pool pipelining in the reference). */
+function policy(r: { pipelineWindowMs: number; pipelineLimit: number }): FlushPolicy {
+  return { windowMs: r.pipelineWindowMs, limit: r.pipelineWindowMs > 0 ? r.pipelineLimit : 0 };
 }
 
 /** `REDIS 127.0.0.1:7000` -> `ratelimit.redis.REDIS.127_0_0_1_7000.<stat>` (the shard part is one label). */

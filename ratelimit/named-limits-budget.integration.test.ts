@@ -1,5 +1,5 @@
 // The RateLimit header of a token budget, end to end on real Redis: `r` is the tokens left (hits_addend
-// counts tokens), and `t` the seconds until more is available, computed per algorithm (a bucket's next
+// counts tokens, and the policy says so with qu), and `t` the seconds until more is available, computed per algorithm (a bucket's next
 // token, a sliding window's previous weight falling, a fixed window's end); no `t` when waiting brings
 // nothing.
 import t from 'tap';
@@ -11,7 +11,7 @@ const CONFIG = `
 domain: llm
 descriptors:
   - key: bucket
-    rate_limit: { unit: day, requests_per_unit: 1000, algorithm: token_bucket }
+    rate_limit: { unit: day, requests_per_unit: 1000, algorithm: token_bucket, quota_unit: tokens }
   - key: sliding
     rate_limit: { unit: hour, requests_per_unit: 1000, algorithm: sliding_window }
   - key: fixed
@@ -56,7 +56,7 @@ t.test('RateLimit reports tokens left and the seconds until more, per algorithm'
   t.equal(rateLimit(reserved.responseHeadersToAdd), '"llm.bucket";r=700;t=87');
   t.equal(
     reserved.responseHeadersToAdd?.find((h) => h.key === 'RateLimit-Policy')?.value,
-    '"llm.bucket";q=1000;w=86400',
+    '"llm.bucket";q=1000;qu="tokens";w=86400',
   );
   // The bucket refills meanwhile: the next token comes a little sooner than 87 s after each call.
   const nextToken = /^"llm\.bucket";r=(\d+);t=(\d+)$/;

@@ -1,6 +1,6 @@
 // The open streams of one connection, found by id. Not a Map: a connection's open streams come and go
 // a few at a time, and a Map reallocates its table each time it shrinks and grows back, a table the
-// long-lived Map holds across young-generation GCs (measured: about 80 bytes promoted per call). Here
+// long-lived Map holds across young-generation GCs (docs/decisions/007-hot-path-shapes.md). Here
 // the slots only ever grow (to the most streams open at once, bounded by the stream limit), and a lookup
 // scans them from the newest: a connection has a few open, at most SETTINGS_MAX_CONCURRENT_STREAMS.
 import type { H2Stream } from './stream.js';

@@ -21,6 +21,7 @@ export function compileLimit(l: LimitDoc, name: string): LimitSpec {
     unitSeconds: UNIT_SECONDS[unit],
     burst: algorithm === 'token_bucket' ? (l.burst ?? requestsPerUnit) : 0,
     name,
+    ...(l.quota_unit === undefined || l.quota_unit === 'requests' ? {} : { quotaUnit: l.quota_unit }),
   });
 }
 

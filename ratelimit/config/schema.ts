@@ -8,7 +8,7 @@
 // generator drops it, since the API server prunes or rejects unknown fields itself) and
 // `additionalProperties: true` on `metadata` (free-form: x-kubernetes-preserve-unknown-fields).
 // Recursion goes through `definitions` + `$ref`; the generator unrolls it.
-import { FAILURE_MODES } from './types.js';
+import { FAILURE_MODES, QUOTA_UNITS } from './types.js';
 import { UNITS } from './units.js';
 
 /** Case-insensitive unit names (the reference upper-cases before looking the unit up). */
@@ -20,6 +20,8 @@ function caseInsensitiveAlternation(words: readonly string[]): string {
 }
 
 export const UNIT_PATTERN = caseInsensitiveAlternation(UNITS);
+
+export { QUOTA_UNITS };
 
 export const MAX_UINT32 = 4294967295;
 
@@ -42,6 +44,12 @@ const ALGORITHM_PROPERTY = {
   enum: ALGORITHMS,
   description:
     'fixed_window (default: epoch-aligned windows, the reference behaviour), sliding_window (weighted estimate over the current and previous window) or token_bucket (GCRA).',
+} as const;
+const QUOTA_UNIT_PROPERTY = {
+  type: 'string',
+  enum: QUOTA_UNITS,
+  description:
+    'What one hit stands for, reported as qu in the RateLimit-Policy header: requests (default), content-bytes, concurrent-requests or tokens. Not carried over xDS.',
 } as const;
 const BURST_PROPERTY = {
   type: 'integer',
@@ -158,6 +166,7 @@ export const configSchema = {
         },
         algorithm: ALGORITHM_PROPERTY,
         burst: BURST_PROPERTY,
+        quota_unit: QUOTA_UNIT_PROPERTY,
         name: { type: 'string', description: 'Name by which another rule can replace this one.' },
         replaces: {
           type: 'array',
@@ -185,6 +194,7 @@ export const configSchema = {
         },
         algorithm: ALGORITHM_PROPERTY,
         burst: BURST_PROPERTY,
+        quota_unit: QUOTA_UNIT_PROPERTY,
       },
     },
     replaces: {

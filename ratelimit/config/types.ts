@@ -38,7 +38,23 @@ export interface LimitSpec {
    * ruleName, with `[i]` appended for item i of `rate_limits`. Computed once at load.
    */
   readonly name: string;
+  /**
+   * `quota_unit`: what one hit stands for (the RateLimit-Policy `qu`); absent for the default,
+   * requests.
+   */
+  readonly quotaUnit?: Exclude<QuotaUnit, 'requests'>;
 }
+
+/**
+ * rate_limit.quota_unit values: what one hit stands for, sent as the `qu` parameter of RateLimit-Policy
+ * (draft-ietf-httpapi-ratelimit-headers-11). `requests` (the draft's default, never sent),
+ * `content-bytes` and `concurrent-requests` are the units the draft registers; `tokens` is not
+ * registered (the draft allows registered units only, and none counts LLM tokens) and is sent as the
+ * same String, since leaving `qu` out would tell a client the quota counts requests.
+ */
+export const QUOTA_UNITS = ['requests', 'content-bytes', 'concurrent-requests', 'tokens'] as const;
+
+export type QuotaUnit = (typeof QUOTA_UNITS)[number];
 
 /**
  * Config features a pod must support to enforce a configuration (announced in xDS node metadata;

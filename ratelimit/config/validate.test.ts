@@ -339,3 +339,43 @@ t.test('the input document is not modified', async (t) => {
   compileConfig([{ name: 'x', document: doc }]);
   t.same(doc, copy);
 });
+
+t.test('quota_unit: the registered units and tokens; anything else is refused with the list', async (t) => {
+  expectError(
+    t,
+    'domain: d\ndescriptors:\n  - key: k\n    rate_limit: { unit: second, quota_unit: bytes }\n',
+    'descriptors[0].rate_limit.quota_unit',
+    "invalid quota_unit 'bytes' (one of: requests, content-bytes, concurrent-requests, tokens)",
+  );
+  expectError(
+    t,
+    'domain: d\ndescriptors:\n  - key: k\n    rate_limits:\n      - { unit: day, quota_unit: Tokens }\n',
+    'descriptors[0].rate_limits[0].quota_unit',
+    "invalid quota_unit 'Tokens' (one of: requests, content-bytes, concurrent-requests, tokens)",
+  );
+  const c = loadConfig([
+    {
+      name: 'a.yaml',
+      yaml: [
+        'domain: d',
+        'descriptors:',
+        '  - key: bytes',
+        '    rate_limit: { unit: second, requests_per_unit: 1000, quota_unit: content-bytes }',
+        '  - key: plain',
+        '    rate_limit: { unit: second, requests_per_unit: 1, quota_unit: requests }',
+        '  - key: user',
+        '    rate_limits:',
+        '      - { unit: day, requests_per_unit: 100000, quota_unit: tokens }',
+        '      - { unit: month, requests_per_unit: 9 }',
+      ].join('\n'),
+    },
+  ]);
+  const limits = (k: string) => c.getLimit('d', { entries: [{ key: k, value: 'v' }] })!.rule.limits;
+  t.equal(limits('bytes')[0]!.quotaUnit, 'content-bytes');
+  t.notOk('quotaUnit' in limits('plain')[0]!, 'requests, the default, is not kept');
+  t.same(
+    limits('user').map((l) => l.quotaUnit),
+    ['tokens', undefined],
+    'per item of rate_limits',
+  );
+});

@@ -9,6 +9,7 @@ import {
   ALGORITHMS,
   MAX_LIMITS_PER_DESCRIPTOR,
   MAX_TOKEN_BUCKET_REFILL_SECONDS,
+  QUOTA_UNITS,
   configSchema,
 } from './schema.js';
 import { UNITS, UNIT_SECONDS, parseUnit } from './units.js';
@@ -24,11 +25,13 @@ export interface ReplacesDoc {
   readonly name: string;
 }
 export type AlgorithmName = (typeof ALGORITHMS)[number];
+export type QuotaUnitName = (typeof QUOTA_UNITS)[number];
 export interface LimitDoc {
   readonly requests_per_unit?: number;
   readonly unit?: string;
   readonly algorithm?: AlgorithmName;
   readonly burst?: number;
+  readonly quota_unit?: QuotaUnitName;
 }
 export interface RateLimitDoc extends LimitDoc {
   readonly unlimited?: boolean;
@@ -177,7 +180,14 @@ function schemaErrorToConfigError(name: string, doc: unknown, e: ErrorObject): C
       );
     }
     case 'enum':
-      // Only algorithm carries an enum.
+      if (last === 'quota_unit') {
+        return new ConfigError(
+          name,
+          field,
+          `invalid quota_unit '${goValue(valueAt(doc, e.instancePath))}' (one of: ${QUOTA_UNITS.join(', ')})`,
+        );
+      }
+      // Otherwise algorithm.
       return new ConfigError(
         name,
         field,

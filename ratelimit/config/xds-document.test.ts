@@ -98,6 +98,30 @@ t.test('document to message and back is the identity on what the wire carries', 
   );
 });
 
+t.test('quota_unit is an extension: named as lost, and left out of the message', async (t) => {
+  const doc = {
+    domain: 'llm',
+    descriptors: [
+      { key: 'a', rate_limit: { unit: 'second', requests_per_unit: 9, quota_unit: 'content-bytes' } },
+      { key: 'b', rate_limits: [{ unit: 'day', requests_per_unit: 5, quota_unit: 'tokens' }] },
+    ],
+  };
+  t.same(fieldsLostOverXds(doc), [
+    'descriptors[0].rate_limit.quota_unit',
+    'descriptors[1].rate_limits[0].quota_unit',
+  ]);
+  const back = rateLimitConfigToDocument(
+    decodeRateLimitConfig(encodeRateLimitConfig(documentToRateLimitConfig('r', doc))),
+  );
+  t.same(back, {
+    domain: 'llm',
+    descriptors: [
+      { key: 'a', rate_limit: { requests_per_unit: 9, unit: 'second' } },
+      { key: 'b', rate_limits: [{ requests_per_unit: 5, unit: 'day' }] },
+    ],
+  });
+});
+
 t.test(
   'every field of the config model crosses xDS: algorithm, burst, rate_limits, metadata...',
   async (t) => {

@@ -1,6 +1,6 @@
 // A circuit breaker per shard of a counter store (a Redis deployment, or one cluster master), as a
-// decorator of the CounterStore interface: it wraps any store method, so other counting schemes
-// (scripts, algorithms) get the same protection. After `failureThreshold` consecutive failed calls
+// decorator of the CounterStore interface. The batcher (coalescing.ts) hands it one shard's batch with
+// the shard named (send); calls from elsewhere are split per shard first, so every call is one shard's. After `failureThreshold` consecutive failed calls
 // to a shard (errors or REDIS_TIMEOUT expiries) the shard's circuit opens: calls for its keys fail at
 // once with CircuitOpenError, without waiting on the store, and the limiter answers them from the
 // failure mode. While open, one probe at a time (the store's PING for that shard, every
@@ -19,13 +19,20 @@ import type { Logger } from '../../common/index.js';
 import {
   CacheBusyError,
   CacheError,
+  allOrFirstError,
+  failedBatch,
+  isShardFailure,
+  storeCall,
+  type BatchResults,
   type CounterOp,
   type CounterStore,
   type LimitCheck,
   type LimitVerdict,
-  isShardFailure,
-  storeCall,
+  type ShardBatch,
 } from './store.js';
+
+const NO_OPS: readonly CounterOp[] = Object.freeze([]);
+const NO_CHECKS: readonly LimitCheck[] = Object.freeze([]);
 
 export type CircuitState = 'closed' | 'open' | 'half_open';
 /** Gauge values of the circuit state statistic. */
@@ -53,8 +60,10 @@ export interface CircuitBreakerSettings {
 
 /** How a store is split into shards with their own circuits, and how one is probed. */
 export interface ShardedStore extends CounterStore {
-  /** The shard holding an op's key ("REDIS", "REDIS_PERSECOND", "REDIS 127.0.0.1:7000"). */
-  shardOf(op: CounterOp): string;
+  /** The shard holding a key ("REDIS", "REDIS_PERSECOND", "REDIS 127.0.0.1:7000"). */
+  shardOf(key: string, perSecond: boolean): string;
+  /** Sends one shard's batch, each item settled on its own; never rejects. */
+  send(batch: ShardBatch): Promise<BatchResults>;
   /** Resolves when the shard answers a trivial command (PING); rejects otherwise. */
   probe(shard: string): Promise<void>;
   /** Connects, waiting up to the deadline; rejects when a shard could not be reached. */
@@ -98,16 +107,16 @@ export class CircuitBreakerStore implements CounterStore {
     private readonly startupWaitMs = 60_000,
   ) {
     // Only when the inner store has it: a store without evaluate makes the service refuse such configs.
-    if (inner.evaluate) this.evaluate = (checks) => this.evaluateChecks(inner, checks);
-    if (inner.evaluate && inner.evaluateEach) {
-      this.evaluateEach = (checks) => this.evaluateChecksEach(inner, checks);
+    if (inner.evaluate) {
+      this.evaluate = (checks) => this.split(NO_OPS, checks).then((r) => allOrFirstError(r.verdicts));
+      this.evaluateEach = (checks) => this.split(NO_OPS, checks).then((r) => r.verdicts);
     }
   }
 
-  /** evaluate with each check settled on its own; absent when the inner store has no evaluateEach. */
+  /** evaluate with each check settled on its own. */
   readonly evaluateEach?: (checks: readonly LimitCheck[]) => Promise<(LimitVerdict | Error)[]>;
 
-  /** The other algorithms' atomic call (see evaluateChecks); absent when the inner store has none. */
+  /** The other algorithms' atomic call per check; absent when the inner store has none. */
   readonly evaluate?: (checks: readonly LimitCheck[]) => Promise<LimitVerdict[]>;
 
   private circuit(shard: string): Circuit {
@@ -120,8 +129,8 @@ export class CircuitBreakerStore implements CounterStore {
     return c;
   }
 
-  shardOf(op: CounterOp): string {
-    return this.inner.shardOf(op);
+  shardOf(key: string, perSecond: boolean): string {
+    return this.inner.shardOf(key, perSecond);
   }
 
   /** The state of every shard seen so far. */
@@ -147,99 +156,84 @@ export class CircuitBreakerStore implements CounterStore {
   }
 
   increment(ops: readonly CounterOp[]): Promise<number[]> {
-    if (!this.settings.enabled) return this.inner.increment(ops);
-    return this.incrementEach(ops).then((results) => {
-      for (let i = 0; i < results.length; i++) {
-        const r = results[i];
-        if (r instanceof Error) throw r;
-      }
-      return results as number[];
-    });
+    return this.split(ops, NO_CHECKS).then((r) => allOrFirstError(r.counts));
   }
 
-  async incrementEach(ops: readonly CounterOp[]): Promise<(number | Error)[]> {
-    if (!this.settings.enabled) return this.innerEach(ops);
-    const n = ops.length;
-    // Common case: every op on one shard whose circuit is closed: no splitting at all.
-    const first = n > 0 ? this.inner.shardOf(ops[0]) : '';
-    let oneShard = true;
-    for (let i = 1; i < n; i++) {
-      if (this.inner.shardOf(ops[i]) !== first) {
-        oneShard = false;
-        break;
-      }
-    }
-    if (oneShard) {
-      const c = this.circuit(first);
-      if (c.state !== 'closed') {
-        this.refused++;
-        return new Array<Error>(n).fill(c.refusal);
-      }
-      // innerEach inlined: one async frame per call instead of two on the hot path.
-      let results: (number | Error)[];
-      try {
-        const inner = this.inner;
-        results = await (inner.incrementEach ? inner.incrementEach(ops) : inner.increment(ops));
-      } catch (err) {
-        results = ops.map(() => err as Error);
-      }
-      this.record(c, results);
-      return results;
-    }
-    // Mixed shards: refuse the ops of open shards, send the rest, record per shard.
-    const out = new Array<number | Error>(n);
-    const sendIdx: number[] = [];
-    for (let i = 0; i < n; i++) {
-      const shard = this.inner.shardOf(ops[i]);
-      const c = this.circuit(shard);
-      if (c.state !== 'closed') {
-        this.refused++;
-        out[i] = c.refusal;
-      } else sendIdx.push(i);
-    }
-    if (sendIdx.length === 0) return out;
-    const sent = sendIdx.map((i) => ops[i]);
-    const results = await this.innerEach(sent);
-    // Per shard: its first failure, or null when it answered; a shard whose ops were all left unsent
-    // (CacheBusyError) records nothing.
-    const byShard = new Map<Circuit, Error | null>();
-    for (let j = 0; j < sendIdx.length; j++) {
-      out[sendIdx[j]] = results[j];
-      const r = results[j];
-      if (r instanceof CacheBusyError) continue;
-      const c = this.circuit(this.inner.shardOf(sent[j]));
-      const failed = r instanceof Error && isShardFailure(r) ? r : null;
-      const seen = byShard.get(c);
-      if (seen === undefined || (failed !== null && seen === null)) byShard.set(c, failed);
-    }
-    for (const [c, failed] of byShard) this.recordOne(c, failed === null, failed);
-    return out;
+  incrementEach(ops: readonly CounterOp[]): Promise<(number | Error)[]> {
+    return this.split(ops, NO_CHECKS).then((r) => r.counts);
   }
 
-  /** Never rejects: a call that fails as a whole (e.g. REDIS_TIMEOUT) fails each of its ops. */
-  private async innerEach(ops: readonly CounterOp[]): Promise<(number | Error)[]> {
-    try {
-      if (this.inner.incrementEach) return await this.inner.incrementEach(ops);
-      return await this.inner.increment(ops);
-    } catch (err) {
-      return ops.map(() => err as Error);
+  /**
+   * One shard's batch (the batcher's flush, the shard named): refused at once while the shard's circuit
+   * is open, else sent and its outcome recorded on the shard. Never rejects.
+   */
+  send(batch: ShardBatch): Promise<BatchResults> {
+    const inner = this.inner;
+    if (!this.settings.enabled) return inner.send(batch);
+    const c = this.circuit(batch.shard);
+    if (c.state !== 'closed') {
+      this.refused++;
+      return Promise.resolve(failedBatch(batch, c.refusal));
     }
+    return storeCall(() => inner.send(batch))
+      .catch((err: unknown) => failedBatch(batch, err as Error))
+      .then((r) => {
+        this.record(c, r);
+        return r;
+      });
   }
 
-  /** One call's outcome for its shard: failed, answered, or nothing when none of it was sent. */
-  private record(c: Circuit, results: readonly (number | Error)[]): void {
+  /** Ops and checks not split by the batcher: one send per shard, the results back in order. */
+  private split(ops: readonly CounterOp[], checks: readonly LimitCheck[]): Promise<BatchResults> {
+    const inner = this.inner;
+    const opShards = ops.map((o) => inner.shardOf(o.key, o.perSecond));
+    const checkShards = checks.map((c) => inner.shardOf(c.keys[0]!, c.perSecond));
+    const first = opShards[0] ?? checkShards[0] ?? '';
+    if (opShards.every((s) => s === first) && checkShards.every((s) => s === first)) {
+      return this.send({ shard: first, ops, checks });
+    }
+    const groups = new Map<string, { ops: number[]; checks: number[] }>();
+    const group = (shard: string) => {
+      let g = groups.get(shard);
+      if (g === undefined) groups.set(shard, (g = { ops: [], checks: [] }));
+      return g;
+    };
+    opShards.forEach((s, i) => group(s).ops.push(i));
+    checkShards.forEach((s, i) => group(s).checks.push(i));
+    const counts = new Array<number | Error>(ops.length);
+    const verdicts = new Array<LimitVerdict | Error>(checks.length);
+    return Promise.all(
+      [...groups].map(([shard, g]) =>
+        this.send({ shard, ops: g.ops.map((i) => ops[i]!), checks: g.checks.map((i) => checks[i]!) }).then(
+          (r) => {
+            g.ops.forEach((i, j) => (counts[i] = r.counts[j]!));
+            g.checks.forEach((i, j) => (verdicts[i] = r.verdicts[j]!));
+          },
+        ),
+      ),
+    ).then(() => ({ counts, verdicts }));
+  }
+
+  /**
+   * One call's outcome for its shard: failed when an item failed for the shard's own reasons, answered
+   * when any item was, nothing when none of it was sent (CacheBusyError).
+   */
+  private record(c: Circuit, r: BatchResults): void {
     let failed: Error | undefined;
     let answered = false;
-    for (let i = 0; i < results.length; i++) {
-      const r = results[i];
-      if (r instanceof Error) {
-        if (isShardFailure(r)) {
-          failed = r;
-          break;
+    for (const results of [r.counts, r.verdicts] as unknown[][]) {
+      for (let i = 0; i < results.length; i++) {
+        const x = results[i];
+        if (x instanceof Error) {
+          if (isShardFailure(x)) {
+            failed = x;
+            break;
+          }
+          if (x instanceof CacheBusyError) continue;
         }
-        if (r instanceof CacheBusyError) continue;
+        answered = true;
       }
-      answered = true;
+      if (failed !== undefined) break;
     }
     if (failed !== undefined) this.recordOne(c, false, failed);
     else if (answered) this.recordOne(c, true, undefined);
@@ -302,103 +296,10 @@ export class CircuitBreakerStore implements CounterStore {
     }
   }
 
-  /**
-   * The atomic per-descriptor call of the other algorithms, behind the same circuits: refused at once
-   * while a check's shard is open, and each call's outcome recorded on the shards it reached (one call
-   * fails as a whole, so each of its shards counts one failure).
-   */
-  private evaluateChecks(inner: ShardedStore, checks: readonly LimitCheck[]): Promise<LimitVerdict[]> {
-    if (!this.settings.enabled) return inner.evaluate!(checks);
-    // Usually one shard for every check (one Redis): a set only when they differ.
-    let first: Circuit | undefined;
-    let more: Set<Circuit> | undefined;
-    const probe = this.shardProbe;
-    for (let i = 0; i < checks.length; i++) {
-      const c = checks[i]!;
-      probe.key = c.keys[0]!;
-      probe.perSecond = c.perSecond;
-      const circuit = this.circuit(this.inner.shardOf(probe));
-      if (circuit.state !== 'closed') {
-        this.refused++;
-        return Promise.reject(circuit.refusal);
-      }
-      if (first === undefined) first = circuit;
-      else if (circuit !== first) (more ??= new Set([first])).add(circuit);
-    }
-    return storeCall(() => inner.evaluate!(checks)).then(
-      (verdicts) => {
-        if (more) for (const c of more) this.recordOne(c, true, undefined);
-        else if (first) this.recordOne(first, true, undefined);
-        return verdicts;
-      },
-      (err: unknown) => {
-        // Not sent (too many waiting): nothing to record.
-        if (err instanceof CacheBusyError) throw err;
-        // A refusal of the checks' own data: the server answered.
-        const ok = !isShardFailure(err);
-        if (more) for (const c of more) this.recordOne(c, ok, err);
-        else if (first) this.recordOne(first, ok, err);
-        throw err;
-      },
-    );
-  }
-
-  /**
-   * evaluateEach behind the circuits: a check whose shard is open gets the refusal, the others are sent;
-   * each reached shard records one outcome, a failure only when one of its checks failed for the
-   * shard's own reasons (never for a refusal of a check's data).
-   */
-  private async evaluateChecksEach(
-    inner: ShardedStore,
-    checks: readonly LimitCheck[],
-  ): Promise<(LimitVerdict | Error)[]> {
-    if (!this.settings.enabled) return inner.evaluateEach!(checks);
-    const n = checks.length;
-    const circuits = new Array<Circuit>(n);
-    const probe = this.shardProbe;
-    let open = 0;
-    for (let i = 0; i < n; i++) {
-      const c = checks[i]!;
-      probe.key = c.keys[0]!;
-      probe.perSecond = c.perSecond;
-      const circuit = (circuits[i] = this.circuit(this.inner.shardOf(probe)));
-      if (circuit.state !== 'closed') open++;
-    }
-    if (open > 0) this.refused++;
-    const out = new Array<LimitVerdict | Error>(n);
-    const sendIdx: number[] = [];
-    for (let i = 0; i < n; i++) {
-      if (circuits[i]!.state !== 'closed') out[i] = circuits[i]!.refusal;
-      else sendIdx.push(i);
-    }
-    if (sendIdx.length === 0) return out;
-    let results: (LimitVerdict | Error)[];
-    try {
-      results = await inner.evaluateEach!(open > 0 ? sendIdx.map((i) => checks[i]!) : checks);
-    } catch (err) {
-      results = sendIdx.map(() => err as Error);
-    }
-    const outcome = new Map<Circuit, Error | undefined>();
-    for (let j = 0; j < sendIdx.length; j++) {
-      const i = sendIdx[j]!;
-      const r = results[j]!;
-      out[i] = r;
-      if (r instanceof CacheBusyError) continue;
-      const c = circuits[i]!;
-      const failed = r instanceof Error && isShardFailure(r) ? r : undefined;
-      if (!outcome.has(c) || (failed && !outcome.get(c))) outcome.set(c, failed);
-    }
-    for (const [c, failed] of outcome) this.recordOne(c, failed === undefined, failed);
-    return out;
-  }
-
-  /** The op shardOf is asked about for a check (its first key and routing); reused, never stored. */
-  private readonly shardProbe = { key: '', hits: 0, expireSeconds: 0, perSecond: false };
-
   get(ops: readonly CounterOp[]): Promise<number[]> {
     if (this.settings.enabled) {
       for (let i = 0; i < ops.length; i++) {
-        const shard = this.inner.shardOf(ops[i]);
+        const shard = this.inner.shardOf(ops[i]!.key, ops[i]!.perSecond);
         const c = this.circuit(shard);
         if (c.state !== 'closed') {
           this.refused++;

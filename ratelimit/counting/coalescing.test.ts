@@ -1,7 +1,14 @@
 import t from 'tap';
 import { MemoryCounterStore } from '../memory/index.js';
 import { CoalescingCounterStore } from './coalescing.js';
-import { CacheError, MAX_OP_HITS, type CounterOp, type CounterStore } from './store.js';
+import {
+  CacheError,
+  MAX_OP_HITS,
+  type CounterOp,
+  type CounterStore,
+  type LimitCheck,
+  type LimitVerdict,
+} from './store.js';
 
 const op = (key: string, hits = 1): CounterOp => ({ key, hits, expireSeconds: 60, perSecond: false });
 
@@ -232,4 +239,141 @@ t.test('a refund (negative hits) is never merged into the increments of its key'
   // The memory store runs ops in order: +4 (to 6), then the refund floored at 0.
   t.same(results, [[5], [0], [6]], 'each caller the count of its own op');
   t.same(await mem.get([op('k')]), [0], 'the refund was clamped at 0, not netted against the increments');
+});
+
+// The checks of one flush go to the store in one call per shard; each request gets its own verdicts in
+// order; a failed shard fails only the requests with a check there.
+/** Fixed window, limit 2 per minute, on key k (the script's argument layout). */
+const check = (k: string): LimitCheck => ({ keys: [k], args: [0, 1, 0, 2, 60_000, 0], perSecond: false });
+
+function sharded(memory: MemoryCounterStore, failing: string) {
+  const calls: string[][] = [];
+  const store: CounterStore = {
+    increment: (ops) => memory.increment(ops),
+    get: (ops) => memory.get(ops),
+    isHealthy: () => true,
+    close: () => memory.close(),
+    shardOf: (key: string) => key.slice(0, 1),
+    evaluate: (checks): Promise<LimitVerdict[]> => {
+      calls.push(checks.map((c) => c.keys[0]!));
+      if (checks.some((c) => c.keys[0]!.startsWith(failing)))
+        return Promise.reject(new Error(`shard ${failing} is down`));
+      return memory.evaluate(checks);
+    },
+  };
+  return { store, calls };
+}
+
+t.test('one store call per shard per turn; each request its own verdicts, in order', async (t) => {
+  const memory = new MemoryCounterStore(() => 0);
+  t.teardown(() => memory.close());
+  const { store, calls } = sharded(memory, 'z');
+  const b = new CoalescingCounterStore(store);
+  const [r1, r2, r3] = await Promise.all([
+    b.evaluate!([check('a1'), check('b1')]),
+    b.evaluate!([check('a1')]),
+    b.evaluate!([check('b2'), check('a1'), check('a2')]),
+  ]);
+  t.same(
+    calls.map((c) => c.join(',')).sort(),
+    ['a1,a1,a1,a2', 'b1,b2'],
+    'two calls, one per shard, for three requests',
+  );
+  // a1 is checked three times with a limit of 2: admitted, admitted, rejected, in request order.
+  t.equal(r1[0]![0], 0);
+  t.equal(r2[0]![0], 0);
+  t.equal(r3[1]![0], 1, 'the third check of a1 is rejected by its first limit');
+  t.equal(r1.length, 2);
+  t.equal(r3.length, 3);
+  t.equal(r3[0]![0], 0, 'b2 admitted');
+  t.equal(r3[2]![0], 0, 'a2 admitted');
+});
+
+t.test('a failed shard fails the requests with a check there, the others are answered', async (t) => {
+  const memory = new MemoryCounterStore(() => 0);
+  t.teardown(() => memory.close());
+  const { store } = sharded(memory, 'z');
+  const b = new CoalescingCounterStore(store);
+  const [ok, bad, mixed] = await Promise.allSettled([
+    b.evaluate!([check('a1')]),
+    b.evaluate!([check('z1')]),
+    b.evaluate!([check('a2'), check('z2')]),
+  ]);
+  t.equal(ok.status, 'fulfilled');
+  t.match(bad, { status: 'rejected', reason: { message: 'shard z is down' } });
+  t.match(mixed, { status: 'rejected', reason: { message: 'shard z is down' } }, 'failed as a whole');
+  t.same(await b.evaluate!([]), [], 'no checks, no call');
+});
+
+t.test('increments and checks of one turn share one flush: one store call per shard for both', async (t) => {
+  const memory = new MemoryCounterStore(() => 0);
+  t.teardown(() => memory.close());
+  const sent: string[] = [];
+  const store: CounterStore = {
+    increment: (ops) => memory.increment(ops),
+    get: (ops) => memory.get(ops),
+    isHealthy: () => true,
+    close: () => memory.close(),
+    shardOf: (key: string) => key.slice(0, 1),
+    send: async (batch) => {
+      sent.push(
+        `${batch.shard}: ${batch.ops.map((o) => o.key).join(',')} | ${batch.checks.map((c) => c.keys[0]).join(',')}`,
+      );
+      return { counts: await memory.increment(batch.ops), verdicts: await memory.evaluate(batch.checks) };
+    },
+    evaluate: (checks) => memory.evaluate(checks),
+  };
+  const b = new CoalescingCounterStore(store);
+  const [i1, c1, i2] = await Promise.all([
+    b.increment([op('a1'), op('b1')]),
+    b.evaluate!([check('a2'), check('b2')]),
+    b.increment([op('a1')]),
+  ]);
+  t.same(sent.sort(), ['a: a1 | a2', 'b: b1 | b2'], 'each shard named once, with its ops and checks');
+  t.same(i1, [1, 1]);
+  t.same(i2, [2], 'merged with the first request');
+  t.same(
+    c1.map((v) => v[0]),
+    [0, 0],
+  );
+});
+
+t.test('a pipeline window flushes when it elapses or at its limit of commands', async (t) => {
+  const mem = new MemoryCounterStore();
+  t.teardown(() => mem.close());
+  const { store, calls } = recording(mem);
+  const windowed = new CoalescingCounterStore(store, { flush: { windowMs: 5, limit: 0 } });
+  const seen = new Promise<number>((resolve) => setImmediate(() => resolve(calls.length)));
+  const counts = Promise.all(Array.from({ length: 20 }, (_, i) => windowed.increment([op(`w${i}`)])));
+  t.equal(await seen, 0, 'nothing sent at the end of the turn: the window holds it');
+  t.same(
+    await counts,
+    Array.from({ length: 20 }, () => [1]),
+  );
+  t.equal(calls.length, 1, 'one store call for 20 requests');
+  calls.length = 0;
+  const limited = new CoalescingCounterStore(store, { flush: { windowMs: 1000, limit: 8 } });
+  const started = Date.now();
+  await Promise.all(Array.from({ length: 21 }, (_, i) => limited.increment([op(`l${i}`)])));
+  t.equal(calls.length, 6, 'limit 8 commands: 42 commands in 5 full calls and the rest at the window');
+  t.ok(Date.now() - started >= 900, 'the last, partial one waited for the window');
+});
+
+t.test('per-second items follow their own flush policy; merging off sends every op', async (t) => {
+  const mem = new MemoryCounterStore();
+  t.teardown(() => mem.close());
+  const { store, calls } = recording(mem);
+  const b = new CoalescingCounterStore(store, {
+    merge: false,
+    perSecondFlush: { windowMs: 5, limit: 0 },
+  });
+  const sec = (key: string): CounterOp => ({ ...op(key), perSecond: true });
+  const [a, s] = await Promise.all([b.increment([op('m'), op('m')]), b.increment([sec('s')])]);
+  t.same(a, [1, 2]);
+  t.same(s, [1]);
+  t.same(
+    calls.map((c) => c.map((o) => o.key).join(',')),
+    ['m,m', 's'],
+    "the turn's ops first, not merged; the per-second one after its window",
+  );
 });

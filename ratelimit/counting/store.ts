@@ -39,6 +39,20 @@ export interface CounterOp {
   readonly perSecond: boolean;
 }
 
+/** One shard's share of a flush: its counter ops and its checks, with the shard they live on. */
+export interface ShardBatch {
+  /** shardOf of every op and check in it ('' for a store without shards). */
+  readonly shard: string;
+  readonly ops: readonly CounterOp[];
+  readonly checks: readonly LimitCheck[];
+}
+
+/** Per op its count and per check its verdict, in order, or that item's own error. */
+export interface BatchResults {
+  readonly counts: (number | Error)[];
+  readonly verdicts: (LimitVerdict | Error)[];
+}
+
 export interface CounterStore {
   /** Adds each op's hits and returns the counts after the increment, in op order. */
   increment(ops: readonly CounterOp[]): Promise<number[]>;
@@ -57,15 +71,21 @@ export interface CounterStore {
   evaluate?(checks: readonly LimitCheck[]): Promise<LimitVerdict[]>;
   /**
    * Optional: like evaluate, but settles each check on its own (its verdict, or the error of that check
-   * alone), so the checks of several requests sent together (check-batcher.ts) fail only their own request
+   * alone), so the checks of several requests sent together (coalescing.ts) fail only their own request
    * when Redis refuses one of them. Present only where evaluate is.
    */
   evaluateEach?(checks: readonly LimitCheck[]): Promise<(LimitVerdict | Error)[]>;
   /**
-   * Optional: names the shard (deployment, cluster master) holding an op's key. The coalescing layer
-   * sends each shard its own call, so a slow or dead shard never delays another shard's decisions.
+   * Optional: names the shard (deployment, cluster master) holding a key. The batcher (coalescing.ts)
+   * asks once per op and check, sends each shard its own batch, and hands the name down with it, so a
+   * slow or dead shard never delays another shard's decisions.
    */
-  shardOf?(op: CounterOp): string;
+  shardOf?(key: string, perSecond: boolean): string;
+  /**
+   * Optional: sends one shard's batch (the batcher's flush) and settles each op and check on its own:
+   * never rejects, a failure of the whole call is every item's error.
+   */
+  send?(batch: ShardBatch): Promise<BatchResults>;
   /** Current counts (0 when absent), without counting. */
   get(ops: readonly CounterOp[]): Promise<number[]>;
   /**
@@ -159,4 +179,21 @@ export function storeCall<T>(call: () => Promise<T>): Promise<T> {
   } catch (err) {
     return Promise.reject(err);
   }
+}
+
+/** The values, or the first item's error as the whole call's (increment's and evaluate's contract). */
+export function allOrFirstError<T>(results: (T | Error)[]): T[] {
+  for (let i = 0; i < results.length; i++) {
+    const r = results[i];
+    if (r instanceof Error) throw r;
+  }
+  return results as T[];
+}
+
+/** Every item of a batch failed with one error. */
+export function failedBatch(batch: ShardBatch, err: Error, checkErr: Error = err): BatchResults {
+  return {
+    counts: new Array<Error>(batch.ops.length).fill(err),
+    verdicts: new Array<Error>(batch.checks.length).fill(checkErr),
+  };
 }

@@ -5,10 +5,12 @@
 //   allow  OK
 //   deny   OVER_LIMIT
 //   local  counted in this process, against the limit divided by the pods serving the domain
-import type { FailureMode } from '../config/index.js';
+import type { FailureMode, LimitMatch } from '../config/index.js';
+import type { WireDescriptorStatus } from '../../proto/index.js';
 import type { StatsStore, Counter } from '../stats/index.js';
 import { DEFAULT_LOCAL_MAX_BYTES } from '../settings/index.js';
-import { keyBytes } from '../counting/index.js';
+import { CacheError, keyBytes, type CounterOp } from '../counting/index.js';
+import type { FixedWindows } from './fixed-window.js';
 
 export interface FailureModeSettings {
   /** CACHE_FAILURE_MODE: for descriptors without their own `failure_mode`. */
@@ -32,6 +34,96 @@ export class FailureModeStats {
       deny: stats.counter(p + 'deny'),
       local: stats.counter(p + 'local'),
     };
+  }
+}
+
+/** Where a decision notes the failure mode that decided each descriptor the store could not count. */
+export interface FailureNotes {
+  /** By descriptor index; allocated with the first descriptor a failure mode decides. */
+  decidedBy?: (FailureMode | undefined)[];
+}
+
+/**
+ * The failure modes at work: for a descriptor whose count (or verdict, or refund) failed, the mode of
+ * its rule or the global one decides, and is counted and noted in `notes.decidedBy[i]` when notes are given. Mode
+ * `error`, and any failure that is not a cache failure (a key the store refuses: the caller's error),
+ * throw the failure instead.
+ */
+export class FailureModes {
+  private readonly byMode: Readonly<Record<FailureMode, Counter>>;
+  /** `local` mode's counters. */
+  private readonly local: LocalFallbackCounter;
+
+  constructor(
+    private readonly settings: FailureModeSettings,
+    private readonly stats: StatsStore,
+    private readonly windows: FixedWindows,
+  ) {
+    this.byMode = new FailureModeStats(stats).byMode;
+    this.local = new LocalFallbackCounter(Date.now, settings.localMaxBytes);
+  }
+
+  /** A descriptor's status when its op could not be counted: allowed, denied, or counted in this pod. */
+  decide(
+    err: Error,
+    m: LimitMatch,
+    op: CounterOp,
+    hits: number,
+    now: number,
+    i: number,
+    notes: FailureNotes | undefined,
+  ): WireDescriptorStatus {
+    const mode = this.modeOf(err, m, i, notes);
+    const rule = m.rule;
+    if (mode === 'local') {
+      const after = this.local.add(op.key, hits, op.expireSeconds);
+      const share = localShare(rule.requestsPerUnit, this.settings.localPods);
+      return this.windows.fromCount(m, op.key, after, hits, now, share, false);
+    }
+    const rs = this.stats.ruleStats(m.statKey);
+    if (mode === 'allow') {
+      // Nothing is known of the count: the whole limit is reported as remaining.
+      rs.withinLimit.inc(hits);
+      return this.windows.withLimit(rule, now, rule.requestsPerUnit);
+    }
+    const status = this.windows.withLimit(rule, now, 0);
+    rs.overLimit.inc(hits);
+    if (rule.shadowMode) rs.shadowMode.inc(hits);
+    else status.code = 'OVER_LIMIT';
+    return status;
+  }
+
+  /** A refund the store could not make: OK without counting (whatever the mode, `error` aside). */
+  decideRefund(
+    err: Error,
+    m: LimitMatch,
+    now: number,
+    i: number,
+    notes: FailureNotes | undefined,
+  ): WireDescriptorStatus {
+    this.modeOf(err, m, i, notes);
+    return this.windows.withLimit(m.rule, now, 0);
+  }
+
+  /** Whether any of the descriptors fails the call when its count fails (mode `error`). */
+  anyError(matches: readonly (LimitMatch | undefined)[]): boolean {
+    for (const m of matches) if (m && (m.rule.failureMode ?? this.settings.mode) === 'error') return true;
+    return false;
+  }
+
+  private modeOf(
+    err: Error,
+    m: LimitMatch,
+    i: number,
+    notes: FailureNotes | undefined,
+  ): Exclude<FailureMode, 'error'> {
+    // Not a cache failure (e.g. a key the store refuses): the caller's error, whatever the mode.
+    if (!(err instanceof CacheError)) throw err;
+    const mode = m.rule.failureMode ?? this.settings.mode;
+    this.byMode[mode].inc();
+    if (mode === 'error') throw err;
+    if (notes) (notes.decidedBy ??= [])[i] = mode;
+    return mode;
   }
 }
 

@@ -8,12 +8,27 @@ import type { StatsStore } from '../stats/index.js';
 import type { LimitVerdict } from '../counting/index.js';
 import { limitCapacity, moreMsAt } from '../counting/index.js';
 
+/** The reverse of each VerdictStatuses' wire limits: which limit a status reports (named limits). */
+const specs = new WeakMap<WireRateLimit, LimitSpec>();
+/** Per status made by a VerdictStatuses: the verdict's ms until its limit has more quota (RateLimit t). */
+const moreMs = new WeakMap<WireDescriptorStatus, number>();
+
+/** The limit a status of a VerdictStatuses reports, or undefined for another status. */
+export function specOf(w: WireRateLimit): LimitSpec | undefined {
+  return specs.get(w);
+}
+
+/**
+ * For a status of a rule the limit script decided: ms until the reported limit has more quota than
+ * the status's remaining with no other hit (0: nothing to wait for). Undefined for other statuses
+ * (a reference fixed window, a failure mode, the local over-limit cache).
+ */
+export function moreQuotaMsOf(status: WireDescriptorStatus): number | undefined {
+  return moreMs.get(status);
+}
+
 export class VerdictStatuses {
   private readonly wireLimits = new WeakMap<LimitSpec, WireRateLimit>();
-  /** The reverse of wireLimits: which limit a status reports (named limits). */
-  private readonly specs = new WeakMap<WireRateLimit, LimitSpec>();
-  /** Per status made here: the verdict's ms until its limit has more quota (named limits' RateLimit t). */
-  private readonly moreMs = new WeakMap<WireDescriptorStatus, number>();
 
   constructor(
     private readonly stats: StatsStore,
@@ -28,19 +43,9 @@ export class VerdictStatuses {
       // The single form keeps the rule's name (as fixed windows report it).
       if (m.rule.name && m.rule.limits.length === 1) w.name = m.rule.name;
       this.wireLimits.set(l, w);
-      this.specs.set(w, l);
+      specs.set(w, l);
     }
     return w;
-  }
-
-  /** The limit a status of this class reports, or undefined for another status. */
-  specOf(w: WireRateLimit): LimitSpec | undefined {
-    return this.specs.get(w);
-  }
-
-  /** The ms until more quota of a status made here (0: nothing to wait for); undefined for another status. */
-  moreMsOf(s: WireDescriptorStatus): number | undefined {
-    return this.moreMs.get(s);
   }
 
   /**
@@ -57,7 +62,7 @@ export class VerdictStatuses {
       limitRemaining: verdict[1 + 2 * at]!,
       durationUntilReset: { seconds: Math.ceil(verdict[2 + 2 * at]! / 1000) },
     };
-    this.moreMs.set(status, verdict[moreMsAt(limits.length, at)]!);
+    moreMs.set(status, verdict[moreMsAt(limits.length, at)]!);
     return status;
   }
 
@@ -80,7 +85,7 @@ export class VerdictStatuses {
       limitRemaining: 0,
       durationUntilReset: { seconds: Math.ceil(verdict[2 + 2 * at]! / 1000) },
     };
-    this.moreMs.set(status, verdict[moreMsAt(limits.length, at)]!);
+    moreMs.set(status, verdict[moreMsAt(limits.length, at)]!);
     if (rejectedBy > 0) {
       status.code = 'OVER_LIMIT';
       rs.overLimit.inc(hits);

@@ -153,8 +153,9 @@ export function createRedisClient(
 ): RedisClient {
   const target = parseRedisTarget(s, `${variablePrefix}_URL`);
   const opts = connectionOptions(s, tlsFiles, onReadOnly);
-  // ioredis batches the commands of one event-loop tick per node; the implicit pipeline flushes a
-  // whole window in one tick, so on a cluster this groups the window's commands per node.
+  // ioredis batches the commands of one event-loop tick per node; with a pipeline window the batcher
+  // (counting/coalescing.ts) sends a whole window in one tick, so on a cluster its script calls are
+  // grouped per node too.
   const autoPipeline = s.pipelineWindowMs > 0;
   switch (target.type) {
     case 'single':

@@ -329,17 +329,12 @@ t.test('script calls of one event-loop turn reach Redis in one write, each decid
   const store = new RedisCounterStore({ settings: redisSettings({ REDIS_URL: redis.url }), tlsFiles: noTls });
   await store.start(10_000);
   t.teardown(() => store.close());
-  // As the service stacks it: the coalescing layer batches the turn's checks (check-batcher.ts).
+  // As the service stacks it: the batcher sends the turn's checks in one batch (coalescing.ts).
   const storeCalls: number[] = [];
-  const evaluate = store.evaluate.bind(store);
-  store.evaluate = (checks) => {
-    storeCalls.push(checks.length);
-    return evaluate(checks);
-  };
-  const evaluateEach = store.evaluateEach.bind(store);
-  store.evaluateEach = (checks) => {
-    storeCalls.push(checks.length);
-    return evaluateEach(checks);
+  const send = store.send.bind(store);
+  store.send = (batch) => {
+    storeCalls.push(batch.checks.length);
+    return send(batch);
   };
   let now = START_MS;
   const limiter = new Limiter({

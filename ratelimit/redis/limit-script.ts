@@ -10,8 +10,7 @@
 // already (exact arithmetic, see algorithms.ts). The TAT is written as "W:R:r" with %.0f (integer-valued
 // doubles below 2^53, printed exactly); a TAT in whole µs left by an earlier version is read rounded up
 // to the next ms, so an upgrade never makes a bucket more lenient.
-import { scheduleTurnFlush, type LimitCheck, type LimitVerdict } from '../counting/index.js';
-import type { Redis } from 'ioredis';
+import type { LimitCheck } from '../counting/index.js';
 import type { RedisClient } from './client-options.js';
 
 export const LIMIT_SCRIPT = `
@@ -313,96 +312,15 @@ return out
 
 /** The client with the script defined on it (defineLimitScript). */
 interface ScriptClient {
-  rateLimitScript(numKeys: number, ...keysAndArgs: (string | number)[]): Promise<number[]>;
-  [TURN_BATCH]?: TurnBatch;
-}
-
-const TURN_BATCH = Symbol('limit script calls of this event-loop turn');
-
-interface QueuedCall {
-  readonly checks: readonly LimitCheck[];
-  readonly resolve: (verdicts: LimitVerdict[]) => void;
-  readonly reject: (err: unknown) => void;
-}
-
-/**
- * The script calls of one event-loop turn, written to Redis together, with the batching layers' timing
- * (`scheduleTurnFlush`: at the end of the callback when none of these calls is in flight, at the turn's
- * end while one is). Sent as they came, calls left in one socket write per request or two: many times
- * the write and read system calls per decision of fixed windows, on both sides
- * (docs/decisions/007-hot-path-shapes.md). The flush corks a single connection's
- * stream so the whole batch is one writev; on a cluster ioredis routes each call to its node as before.
- */
-class TurnBatch {
-  private queue: QueuedCall[] = [];
-  /** Queued calls written and not yet answered. */
-  private inFlight = 0;
-  private readonly flushNow = (): void => this.flush();
-  private readonly answered = (): void => {
-    this.inFlight--;
-  };
-
-  constructor(private readonly client: RedisClient) {}
-
-  add(checks: readonly LimitCheck[]): Promise<LimitVerdict[]> {
-    return new Promise<LimitVerdict[]>((resolve, reject) => {
-      if (this.queue.push({ checks, resolve, reject }) === 1) scheduleTurnFlush(this.flushNow, this.inFlight);
-    });
-  }
-
-  private flush(): void {
-    const queue = this.queue;
-    this.queue = [];
-    const c = this.client as unknown as ScriptClient;
-    const stream = (this.client as Partial<Redis>).stream;
-    const cork = stream !== undefined && this.client.status === 'ready' && stream.writableCorked === 0;
-    if (cork) stream.cork();
-    try {
-      for (let q = 0; q < queue.length; q++) this.send(c, queue[q]!);
-    } finally {
-      if (cork) stream.uncork();
-    }
-  }
-
-  /** Sends one queued call; a synchronous throw settles that call only, never the rest of the turn. */
-  private send(c: ScriptClient, call: QueuedCall): void {
-    const checks = call.checks;
-    let answer: Promise<LimitVerdict[]>;
-    try {
-      if (checks.length === 1) {
-        const check = checks[0]!;
-        answer = c.rateLimitScript(check.keys.length, ...check.keys, ...check.args).then((v) => [v]);
-      } else {
-        const pending = new Array<Promise<number[]>>(checks.length);
-        for (let i = 0; i < checks.length; i++) {
-          const check = checks[i]!;
-          pending[i] = c.rateLimitScript(check.keys.length, ...check.keys, ...check.args);
-        }
-        answer = Promise.all(pending);
-      }
-    } catch (err) {
-      call.reject(err);
-      return;
-    }
-    this.inFlight++;
-    answer.then(this.answered, this.answered);
-    answer.then(call.resolve, call.reject);
-  }
+  rateLimitScript(numKeys: number, ...keysAndArgs: (string | number)[]): Promise<unknown>;
 }
 
 /** Defines the script as a command of the client (ioredis keeps one Script, loaded per connection). */
 export function defineLimitScript(client: RedisClient): void {
   client.defineCommand('rateLimitScript', { lua: LIMIT_SCRIPT });
-  (client as unknown as ScriptClient)[TURN_BATCH] = new TurnBatch(client);
 }
 
-/**
- * One script call per check, all written with the other calls of this event-loop turn (one round trip
- * per turn). On a cluster each call goes to the node owning its keys' hash tag.
- */
-export function runLimitScripts(client: RedisClient, checks: readonly LimitCheck[]): Promise<LimitVerdict[]> {
-  const batch = (client as unknown as ScriptClient)[TURN_BATCH];
-  if (!batch)
-    return Promise.reject(new Error('runLimitScripts: defineLimitScript was not called on this client'));
-  return batch.add(checks);
+/** The script for one check through ioredis (EVALSHA, or EVAL on NOSCRIPT); on a cluster, to its keys' node. */
+export function runLimitScript(client: RedisClient, check: LimitCheck): Promise<unknown> {
+  return (client as unknown as ScriptClient).rateLimitScript(check.keys.length, ...check.keys, ...check.args);
 }

@@ -1,7 +1,7 @@
 // A reply that is not a count where a count is expected is a cache error for that operation, on every
-// path the service sends counting commands on: ioredis commands, ioredis' pipeline (implicit
-// pipelining), the direct counting connection, and the limit script through ioredis and through the
-// direct connection. Only a fake server can send these replies (harness/redis/fake.ts): a RESP3 double,
+// path the service sends counting commands on: ioredis commands (with and without a pipeline window),
+// the direct counting connection, and the limit script through ioredis and through the direct
+// connection. Only a fake server can send these replies (harness/redis/fake.ts): a RESP3 double,
 // a map, a status, a bulk string, a null, a negative count, an integer past 64 bits, and for the script
 // arrays of the wrong length or with values out of range. Each store call must fail as a CacheError,
 // never yield a number read from the reply; a negative count fails its op only (the key's own data, as
@@ -24,7 +24,7 @@ const noTls = { caCert: '', clientCert: '', clientKey: '', skipHostnameVerificat
 
 const COUNT_PATHS: Record<string, Record<string, string>> = {
   'ioredis commands': { REDIS_DIRECT_COUNTING: 'false' },
-  'ioredis pipeline (REDIS_PIPELINE_WINDOW)': {
+  'ioredis commands, with a pipeline window': {
     REDIS_DIRECT_COUNTING: 'false',
     REDIS_PIPELINE_WINDOW: '1ms',
   },

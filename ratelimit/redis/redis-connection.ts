@@ -2,7 +2,7 @@
 // the startup wait (connect), the bound on commands waiting on a connection, the per-tick cork of its
 // writes, health (PING, isHealthy), and what a `single` Redis answering READONLY does (ROLE polled
 // until it is a master again, or a reconnect through the address). The commands that count are sent by
-// the layers above it (redis-script-calls.ts, redis-deployment.ts).
+// the deployment above it (redis-deployment.ts).
 import type { Cluster, Redis } from 'ioredis';
 import type { Logger } from '../../common/index.js';
 import { CacheBusyError, CacheError } from '../counting/index.js';

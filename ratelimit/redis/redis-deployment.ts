@@ -1,22 +1,27 @@
-// One Redis deployment (the REDIS_* one, or the REDIS_PERSECOND_* one): its ioredis client, how the
-// reference's commands are sent (per counter `INCRBY key hits` + `EXPIRE key seconds`), the optional
-// implicit pipeline that batches the commands of concurrent requests, health, and the startup wait.
-// The class is layered: the connection, health and READONLY handling (redis-connection.ts), the limit
-// script's send paths (redis-script-calls.ts), and here the INCRBY + EXPIRE send paths and close.
+// One Redis deployment (the REDIS_* one, or the REDIS_PERSECOND_* one): sends the batches it is given
+// with the reference's commands (per counter `INCRBY key hits` + `EXPIRE key seconds`, per check the
+// limit script), one send path per transport: the direct RESP connection where it applies
+// (direct-counter.ts), ioredis' commands on one connection otherwise, and per-master pipelines on a
+// cluster. Batching is the batcher's (counting/coalescing.ts), never done here. The connection,
+// health and READONLY handling are redis-connection.ts's.
 import type { Cluster, Redis } from 'ioredis';
-import type { Logger } from '../../common/index.js';
-import type { CounterOp } from '../counting/index.js';
-import type { RedisSettings, TlsFiles } from '../settings/index.js';
+import {
+  allOrFirstError,
+  type BatchResults,
+  type CounterOp,
+  type LimitCheck,
+  type LimitVerdict,
+} from '../counting/index.js';
 import { clusterSlot } from './cluster-slot.js';
 import { ResendThroughIoredis } from './direct-counter.js';
-import { countOf, storedCountOf } from './reply-shapes.js';
-import { withTimeout } from './redis-connection.js';
-import { RedisScriptCalls } from './redis-script-calls.js';
+import { LIMIT_SCRIPT, runLimitScript } from './limit-script.js';
+import { countOf, storedCountOf, verdictOf } from './reply-shapes.js';
+import { RedisConnection, withTimeout } from './redis-connection.js';
 import {
-  allCounted,
   cacheError,
   countsFrom,
   eachSettled,
+  scriptFailure,
   type ExecResult,
   sentHits,
 } from './send-results.js';
@@ -24,97 +29,166 @@ import {
 /** Replies by which a cluster refuses a command without running it: it is to be sent elsewhere or again. */
 const REDIRECTED = /^(MOVED|ASK|TRYAGAIN|CLUSTERDOWN) /;
 
-/** A request waiting in the implicit pipeline. */
-interface Pending {
-  readonly ops: readonly CounterOp[];
-  resolve(counts: (number | Error)[]): void;
-  reject(err: unknown): void;
+const NONE: readonly never[] = Object.freeze([]);
+
+/** A batch's results from its two parts, either of which may be absent (nothing of that kind sent). */
+function both(
+  counts: Promise<(number | Error)[]> | undefined,
+  verdicts: Promise<(LimitVerdict | Error)[]> | undefined,
+): Promise<BatchResults> {
+  if (verdicts === undefined)
+    return counts === undefined
+      ? Promise.resolve({ counts: [], verdicts: [] })
+      : counts.then((c) => ({ counts: c, verdicts: [] }));
+  if (counts === undefined) return verdicts.then((v) => ({ counts: [], verdicts: v }));
+  return Promise.all([counts, verdicts]).then(([c, v]) => ({ counts: c, verdicts: v }));
 }
 
-export class RedisDeployment extends RedisScriptCalls {
-  private readonly windowMs: number;
-  private readonly limit: number;
-  private queue: Pending[] = [];
-  private queuedCommands = 0;
-  private flushScheduled = false;
-  private timer: NodeJS.Timeout | undefined;
-  private readonly flushNow = (): void => this.flush();
-
-  constructor(
-    name: string,
-    settings: RedisSettings,
-    tlsFiles: TlsFiles,
-    logger?: Logger,
-    onRole?: (deployment: string, replica: boolean) => void,
-  ) {
-    super(name, settings, tlsFiles, logger, onRole);
-    // As radix's PoolPipelineWindow: a zero window disables implicit pipelining, a zero limit leaves
-    // the window as the only bound.
-    this.windowMs = settings.pipelineWindowMs;
-    this.limit = settings.pipelineLimit;
+export class RedisDeployment extends RedisConnection {
+  /**
+   * One batch: per op its count and per check its verdict, each settled on its own. An error reply
+   * fails only the item it answers (reply-errors.ts); a timeout or a lost connection fails every item
+   * of the call (on a cluster, of its master's group). Never rejects.
+   */
+  send(ops: readonly CounterOp[], checks: readonly LimitCheck[]): Promise<BatchResults> {
+    if (this.isCluster) return this.sendCluster(ops, checks);
+    const sent = this.direct?.usable() ? this.sendDirect(ops, checks) : this.sendIoredis(ops, checks);
+    return this.deadlines.bound(sent).catch((err: unknown) => ({
+      counts: new Array<Error>(ops.length).fill(cacheError('redis INCRBY/EXPIRE failed', err)),
+      verdicts: new Array<Error>(checks.length).fill(scriptFailure(err)),
+    }));
   }
 
-  get implicitPipelining(): boolean {
-    return this.windowMs > 0;
-  }
-
-  /** INCRBY + EXPIRE per op; resolves with the counts after the increment, in op order. */
+  /** INCRBY + EXPIRE per op; resolves with the counts after the increment, or the first op's error. */
   increment(ops: readonly CounterOp[]): Promise<number[]> {
-    return this.incrementEach(ops).then(allCounted);
+    return this.send(ops, NONE).then((r) => allOrFirstError(r.counts));
   }
 
-  /**
-   * Per-op settlement: each op gets its count or its own error. An error reply fails only the op it
-   * answers (reply-errors.ts); a timeout or a lost connection fails every op of the call. On a cluster
-   * each hash slot's pipeline succeeds or fails on its own.
-   */
-  async incrementEach(ops: readonly CounterOp[]): Promise<(number | Error)[]> {
-    // Bounded per slot group inside: a hung master must not time out the groups of the others.
-    if (this.isCluster && this.windowMs <= 0) return this.incrementClusterEach(ops);
-    try {
-      return await this.deadlines.bound(this.incrementUnbounded(ops));
-    } catch (err) {
-      const e = cacheError('redis INCRBY/EXPIRE failed', err);
-      return new Array<Error>(ops.length).fill(e);
-    }
+  /** Per op its count or its own error. */
+  incrementEach(ops: readonly CounterOp[]): Promise<(number | Error)[]> {
+    return this.send(ops, NONE).then((r) => r.counts);
   }
 
-  private incrementUnbounded(ops: readonly CounterOp[]): Promise<(number | Error)[]> {
-    if (this.windowMs > 0) return this.enqueue(ops);
-    if (this.direct?.usable()) return this.incrementDirect(ops);
-    return this.incrementPipeline(ops);
+  /** The limit script per check; the verdicts, or the first check's error. */
+  evaluate(checks: readonly LimitCheck[]): Promise<LimitVerdict[]> {
+    return this.send(NONE, checks).then((r) => allOrFirstError(r.verdicts));
   }
 
-  /**
-   * On the direct connection; an op it refused without counting (READONLY: a demoted master) is resent,
-   * alone, through ioredis, which finds the new master; the ops that ran are never sent again.
-   */
-  private incrementDirect(ops: readonly CounterOp[]): Promise<(number | Error)[]> {
-    // A `then` rather than an async function: fewer heap bytes per store call.
-    return this.direct!.increment(ops).then(
-      (results) => {
-        for (let i = 0; i < results.length; i++) {
-          if (results[i] instanceof ResendThroughIoredis) return this.resendRefused(ops, results);
-        }
-        return results;
-      },
-      (err: unknown) => {
-        // Nothing of the request was sent: all of it goes through ioredis.
-        if (err instanceof ResendThroughIoredis) return this.incrementPipeline(ops);
-        throw err;
-      },
+  /** Per check its verdict or its own error. */
+  evaluateEach(checks: readonly LimitCheck[]): Promise<(LimitVerdict | Error)[]> {
+    return this.send(NONE, checks).then((r) => r.verdicts);
+  }
+
+  /** Through ioredis on its one connection, corked for this tick: the batch leaves in one write. */
+  private sendIoredis(ops: readonly CounterOp[], checks: readonly LimitCheck[]): Promise<BatchResults> {
+    return both(
+      ops.length === 0 ? undefined : this.countsIoredis(ops),
+      checks.length === 0 ? undefined : this.verdictsIoredis(checks),
     );
   }
 
-  private async resendRefused(
-    ops: readonly CounterOp[],
-    results: (number | Error)[],
-  ): Promise<(number | Error)[]> {
-    const idx: number[] = [];
-    for (let i = 0; i < results.length; i++) if (results[i] instanceof ResendThroughIoredis) idx.push(i);
-    const again = await this.incrementPipeline(idx.map((i) => ops[i]));
-    for (let j = 0; j < idx.length; j++) results[idx[j]] = again[j];
-    return results;
+  /**
+   * On the direct connection (one write per tick). What it refused without running (READONLY: a demoted
+   * master; NOSCRIPT) is resent, alone, through ioredis, which finds the master or loads the script; an
+   * op or check that ran is never sent again. A part the connection could not take (nothing of it was
+   * sent) goes through ioredis whole.
+   */
+  private sendDirect(ops: readonly CounterOp[], checks: readonly LimitCheck[]): Promise<BatchResults> {
+    return both(
+      ops.length === 0 ? undefined : this.countsDirect(ops),
+      checks.length === 0 ? undefined : this.verdictsDirect(checks),
+    );
+  }
+
+  private countsDirect(ops: readonly CounterOp[]): Promise<(number | Error)[]> {
+    // `then` rather than an async function: fewer heap bytes per store call.
+    return this.direct!.increment(ops).then(
+      (counts) => {
+        let idx: number[] | undefined;
+        for (let i = 0; i < counts.length; i++)
+          if (counts[i] instanceof ResendThroughIoredis) (idx ??= []).push(i);
+        if (idx === undefined) return counts;
+        const again = idx;
+        return this.countsIoredis(again.map((i) => ops[i]!)).then((r) => {
+          for (let j = 0; j < again.length; j++) counts[again[j]!] = r[j]!;
+          return counts;
+        });
+      },
+      (err: unknown) =>
+        err instanceof ResendThroughIoredis
+          ? this.countsIoredis(ops)
+          : new Array<Error>(ops.length).fill(cacheError('redis INCRBY/EXPIRE failed', err)),
+    );
+  }
+
+  private verdictsDirect(checks: readonly LimitCheck[]): Promise<(LimitVerdict | Error)[]> {
+    return this.direct!.evaluate(checks).then(
+      (verdicts) => {
+        let again: Promise<void>[] | undefined;
+        for (let i = 0; i < verdicts.length; i++) {
+          const r = verdicts[i]!;
+          if (r instanceof ResendThroughIoredis)
+            (again ??= []).push(this.evalThroughIoredis(checks[i]!, verdicts, i));
+          else if (!(r instanceof Error)) verdicts[i] = verdictOf(r, checks[i]!);
+        }
+        return again === undefined ? verdicts : Promise.all(again).then(() => verdicts);
+      },
+      (err: unknown) =>
+        err instanceof ResendThroughIoredis
+          ? this.verdictsIoredis(checks)
+          : new Array<Error>(checks.length).fill(scriptFailure(err)),
+    );
+  }
+
+  /**
+   * A check refused by the direct connection, as EVAL, which carries the script: under repeated SCRIPT
+   * FLUSH an EVALSHA resent by ioredis can meet NOSCRIPT again.
+   */
+  private evalThroughIoredis(check: LimitCheck, out: (LimitVerdict | Error)[], i: number): Promise<void> {
+    const c = this.client as Redis;
+    return c.call('EVAL', LIMIT_SCRIPT, check.keys.length, ...check.keys, ...check.args).then(
+      (r) => void (out[i] = verdictOf(r, check)),
+      (err: unknown) => void (out[i] = scriptFailure(err)),
+    );
+  }
+
+  /** One script call per check through ioredis, each settled alone (on a cluster, to its keys' node). */
+  private async verdictsIoredis(checks: readonly LimitCheck[]): Promise<(LimitVerdict | Error)[]> {
+    if (!this.isCluster) this.corkForThisTick(this.client as Redis);
+    const pending = new Array<Promise<unknown>>(checks.length);
+    for (let i = 0; i < checks.length; i++) {
+      const check = checks[i]!;
+      if (this.full(1, check.keys[0]!)) pending[i] = Promise.reject(this.busy);
+      else {
+        try {
+          pending[i] = runLimitScript(this.client, check);
+        } catch (err) {
+          pending[i] = Promise.reject(err);
+        }
+      }
+    }
+    const settled = await Promise.allSettled(pending);
+    const out = new Array<LimitVerdict | Error>(checks.length);
+    for (let i = 0; i < checks.length; i++) {
+      const s = settled[i]!;
+      out[i] = s.status === 'fulfilled' ? verdictOf(s.value, checks[i]!) : scriptFailure(s.reason);
+    }
+    return out;
+  }
+
+  /**
+   * A cluster: the ops one pipeline per master (bounded per master: a hung master must not time out
+   * the others' groups), the checks one script call each to their keys' node.
+   */
+  private sendCluster(ops: readonly CounterOp[], checks: readonly LimitCheck[]): Promise<BatchResults> {
+    return both(
+      ops.length === 0 ? undefined : this.incrementClusterEach(ops),
+      checks.length === 0
+        ? undefined
+        : this.deadlines
+            .bound(this.verdictsIoredis(checks))
+            .catch((err: unknown) => new Array<Error>(checks.length).fill(scriptFailure(err))),
+    );
   }
 
   /**
@@ -222,8 +296,8 @@ export class RedisDeployment extends RedisScriptCalls {
    * lived long enough to be promoted, lengthening every scavenge. When a command fails, every op is
    * settled on its own (eachSettled): an error reply fails its op only.
    */
-  private async incrementPipeline(ops: readonly CounterOp[]): Promise<(number | Error)[]> {
-    if (this.full(ops.length * 2, '')) throw this.busy;
+  private async countsIoredis(ops: readonly CounterOp[]): Promise<(number | Error)[]> {
+    if (this.full(ops.length * 2, '')) return new Array<Error>(ops.length).fill(this.busy);
     const c = this.client as Redis;
     this.corkForThisTick(c);
     const pending: Promise<number>[] = new Array(ops.length * 2);
@@ -238,20 +312,13 @@ export class RedisDeployment extends RedisScriptCalls {
       for (let i = 0; i < ops.length; i++) out[i] = countOf(res[2 * i]);
       return out;
     } catch (err) {
-      if (pending[pending.length - 1] === undefined) throw cacheError('redis INCRBY/EXPIRE failed', err);
+      if (pending[pending.length - 1] === undefined) {
+        // Thrown while writing: the commands already queued settle unobserved, every op fails.
+        for (const p of pending) p?.catch(() => undefined);
+        return new Array<Error>(ops.length).fill(cacheError('redis INCRBY/EXPIRE failed', err));
+      }
       return eachSettled(pending, ops.length);
     }
-  }
-
-  /**
-   * On a cluster a pipeline must stay on one node: one pipeline per hash slot, all sent at once.
-   * ioredis re-sends a pipeline after MOVED/ASK, a closed connection or CLUSTERDOWN, to the node the
-   * refreshed slot map names, so INCRBY and its EXPIRE always travel together.
-   */
-  private incrementCluster(ops: readonly CounterOp[]): Promise<(number | Error)[]> {
-    const c = this.client as Cluster;
-    if (ops.length === 1) return this.execClusterGroup(c, ops);
-    return this.incrementClusterEach(ops);
   }
 
   private async execClusterGroup(c: Cluster, ops: readonly CounterOp[]): Promise<(number | Error)[]> {
@@ -268,64 +335,6 @@ export class RedisDeployment extends RedisScriptCalls {
       throw cacheError('redis cluster pipeline failed', err);
     }
     return countsFrom(res, 0, ops.length);
-  }
-
-  // --- implicit pipelining (REDIS_PIPELINE_WINDOW / REDIS_PIPELINE_LIMIT) ---------------------------
-
-  private enqueue(ops: readonly CounterOp[]): Promise<(number | Error)[]> {
-    // The cluster's groups are checked per master when the window flushes (execClusterGroup).
-    if (!this.isCluster && this.full(this.queuedCommands + ops.length * 2, '')) {
-      return Promise.reject(this.busy);
-    }
-    return new Promise<(number | Error)[]>((resolve, reject) => {
-      this.queue.push({ ops, resolve, reject });
-      this.queuedCommands += ops.length * 2;
-      if (this.limit > 0 && this.queuedCommands >= this.limit) {
-        this.flush();
-      } else if (!this.flushScheduled) {
-        this.flushScheduled = true;
-        // Node timers have millisecond resolution: a sub-millisecond window (radix's typical 150µs)
-        // flushes after the current I/O phase, which still batches requests that arrived together.
-        if (this.windowMs < 1) setImmediate(this.flushNow);
-        else this.timer = setTimeout(this.flushNow, this.windowMs);
-      }
-    });
-  }
-
-  private flush(): void {
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = undefined;
-    this.flushScheduled = false;
-    const batch = this.queue;
-    if (batch.length === 0) return;
-    this.queue = [];
-    this.queuedCommands = 0;
-    if (this.isCluster) {
-      // Sent in one tick: ioredis's auto-pipelining writes each node's share of the window at once.
-      for (const e of batch) this.incrementCluster(e.ops).then(e.resolve, e.reject);
-      return;
-    }
-    const p = (this.client as Redis).pipeline();
-    for (const e of batch) {
-      for (let i = 0; i < e.ops.length; i++) {
-        const op = e.ops[i];
-        p.incrby(op.key, sentHits(op.hits));
-        p.expire(op.key, op.expireSeconds);
-      }
-    }
-    p.exec().then(
-      (res) => {
-        let at = 0;
-        for (const e of batch) {
-          e.resolve(countsFrom(res, at, e.ops.length));
-          at += e.ops.length;
-        }
-      },
-      (err: unknown) => {
-        const ce = cacheError('redis pipeline failed', err);
-        for (const e of batch) e.reject(ce);
-      },
-    );
   }
 
   /** Current counts (0 when absent), without counting. */
@@ -348,7 +357,6 @@ export class RedisDeployment extends RedisScriptCalls {
     clearInterval(this.roleTimer);
     this.deadlines.stop();
     this.direct?.close();
-    if (this.queue.length > 0) this.flush();
     const c = this.client;
     if (c.status === 'ready') {
       try {

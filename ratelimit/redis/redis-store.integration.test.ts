@@ -5,7 +5,14 @@ import { Writable } from 'node:stream';
 import pino from 'pino';
 import { makeCerts } from '../../harness/tls.js';
 import { startRedis } from '../../harness/redis/index.js';
-import { CounterRefusedError, MAX_OP_HITS, SATURATED_COUNT, type CounterOp } from '../counting/index.js';
+import {
+  CoalescingCounterStore,
+  CounterRefusedError,
+  MAX_OP_HITS,
+  SATURATED_COUNT,
+  type CounterOp,
+} from '../counting/index.js';
+import { batcherOptions } from '../counter-stack.js';
 import { loadSettings, SettingsError } from '../settings/index.js';
 import { descriptor, eventually, startTestApp } from '../test-support.js';
 import { parseRedisTarget, RedisCounterStore, RedisDeployment } from './index.js';
@@ -63,48 +70,49 @@ t.test('REDIS_URL forms: single, unix, sentinel (master name first), cluster; ba
 
 const op = (key: string, hits = 1): CounterOp => ({ key, hits, expireSeconds: 60, perSecond: false });
 
-t.test('implicit pipelining: concurrent requests share pipelines; the limit bounds their size', async (t) => {
-  const redis = await startRedis();
-  t.teardown(() => redis.stop());
-  const base = { REDIS_URL: redis.url };
-  const count = async (env: Record<string, string>) => {
-    const noTls = { caCert: '', clientCert: '', clientKey: '', skipHostnameVerification: false };
-    const d = new RedisDeployment('REDIS', redisEnv({ ...base, ...env }), noTls);
-    await d.connect(5000);
-    let pipelines = 0;
-    const client = d.client as unknown as { pipeline: () => unknown };
-    const orig = client.pipeline.bind(client);
-    client.pipeline = () => (pipelines++, orig());
-    const counts = await Promise.all(
-      Array.from({ length: 20 }, () => d.increment([op(`pl${JSON.stringify(env)}`)])),
-    );
-    await d.close();
-    return { pipelines, counts: counts.map((c) => c[0]).sort((a, b) => a - b) };
-  };
-  const off = await count({});
-  t.equal(
-    off.pipelines,
-    0,
-    'window 0: each request writes its INCRBY and EXPIRE at once, never batched with others (the reference default)',
-  );
-  const on = await count({ REDIS_PIPELINE_WINDOW: '5ms' });
-  t.equal(on.pipelines, 1, 'window 5ms: one pipeline for 20 concurrent requests');
-  const limited = await count({ REDIS_PIPELINE_WINDOW: '5ms', REDIS_PIPELINE_LIMIT: '8' });
-  t.equal(limited.pipelines, 5, 'limit 8 commands: 40 commands in 5 pipelines');
-  const sub = await count({ REDIS_PIPELINE_WINDOW: '150us' });
-  t.ok(sub.pipelines <= 2, `sub-millisecond window batches too (${sub.pipelines} pipelines)`);
-  for (const r of [off, on, limited, sub])
-    t.same(
-      r.counts,
-      Array.from({ length: 20 }, (_, i) => i + 1),
-    );
-  // EXPIRE 60 was sent; on a loaded machine a second may pass before the TTL is read.
-  const ttl = (env: object) => redis.client().ttl(`pl${JSON.stringify(env)}`);
-  const without = await ttl({});
-  t.ok(without > 55 && without <= 60, `EXPIRE sent without a window (ttl ${without})`);
-  const within = await ttl({ REDIS_PIPELINE_WINDOW: '5ms' });
-  t.ok(within > 55 && within <= 60, `EXPIRE sent in a window (ttl ${within})`);
-});
+t.test(
+  "implicit pipelining: the window and limit are the batcher's flush; counts and TTLs as without",
+  async (t) => {
+    const redis = await startRedis();
+    t.teardown(() => redis.stop());
+    const count = async (env: Record<string, string>) => {
+      const settings = loadSettings({ REDIS_SOCKET_TYPE: 'tcp', REDIS_URL: redis.url, ...env });
+      const noTls = { caCert: '', clientCert: '', clientKey: '', skipHostnameVerification: false };
+      const store = new RedisCounterStore({ settings: settings.redis.main, tlsFiles: noTls });
+      await store.start(5000);
+      let sends = 0;
+      const send = store.send.bind(store);
+      store.send = (batch) => (sends++, send(batch));
+      // Unmerged (as with COALESCE_INCREMENTS=false), so every request is one op of its own.
+      const batcher = new CoalescingCounterStore(store, { ...batcherOptions(settings), merge: false });
+      const key = `pl${JSON.stringify(env)}`;
+      const counts = await Promise.all(Array.from({ length: 20 }, () => batcher.increment([op(key)])));
+      await batcher.close();
+      return { sends, counts: counts.map((c) => c[0]).sort((a, b) => a - b) };
+    };
+    const off = await count({});
+    t.equal(off.sends, 1, "window 0: the turn's 20 requests in one send");
+    const on = await count({ REDIS_PIPELINE_WINDOW: '5ms' });
+    t.equal(on.sends, 1, 'window 5ms: one send for 20 concurrent requests');
+    const limited = await count({ REDIS_PIPELINE_WINDOW: '5ms', REDIS_PIPELINE_LIMIT: '8' });
+    t.equal(limited.sends, 5, 'limit 8 commands: 40 commands in 5 sends');
+    const noWindow = await count({ REDIS_PIPELINE_LIMIT: '8' });
+    t.equal(noWindow.sends, 1, 'a limit without a window does nothing (a zero window disables pipelining)');
+    const sub = await count({ REDIS_PIPELINE_WINDOW: '150us' });
+    t.ok(sub.sends <= 2, `sub-millisecond window batches too (${sub.sends} sends)`);
+    for (const r of [off, on, limited, noWindow, sub])
+      t.same(
+        r.counts,
+        Array.from({ length: 20 }, (_, i) => i + 1),
+      );
+    // EXPIRE 60 was sent; on a loaded machine a second may pass before the TTL is read.
+    const ttl = (env: object) => redis.client().ttl(`pl${JSON.stringify(env)}`);
+    const without = await ttl({});
+    t.ok(without > 55 && without <= 60, `EXPIRE sent without a window (ttl ${without})`);
+    const within = await ttl({ REDIS_PIPELINE_WINDOW: '5ms' });
+    t.ok(within > 55 && within <= 60, `EXPIRE sent in a window (ttl ${within})`);
+  },
+);
 
 t.test(
   'REDIS_HEALTH_CHECK_ACTIVE_CONNECTION: unhealthy while redis is down, healthy when back',

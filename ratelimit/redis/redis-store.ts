@@ -1,13 +1,24 @@
 // Counters in Redis with the reference's commands and key format: per descriptor one
-// INCRBY key hits and one EXPIRE key seconds, all descriptors of a request in one pipeline.
-// With REDIS_PERSECOND, SECOND-unit counters go to a second deployment, everything else to the first.
+// INCRBY key hits and one EXPIRE key seconds, or the limit script (limit-script.ts). Each batch the
+// batcher hands down goes to its deployment: with REDIS_PERSECOND, SECOND-unit counters and checks to
+// a second deployment, everything else to the first. The shards of the circuit breaker are named here.
 import type { Logger } from '../../common/index.js';
 import type { Cluster, Redis } from 'ioredis';
-import type { CounterOp, LimitCheck, LimitVerdict, ShardedStore } from '../counting/index.js';
+import {
+  allOrFirstError,
+  type BatchResults,
+  type CounterOp,
+  type LimitCheck,
+  type LimitVerdict,
+  type ShardBatch,
+  type ShardedStore,
+} from '../counting/index.js';
 import type { RedisSettings, TlsFiles } from '../settings/index.js';
 import { clusterSlot } from './cluster-slot.js';
 import type { StartupBackoff } from './client-options.js';
 import { RedisDeployment } from './redis-deployment.js';
+
+const NONE: readonly never[] = Object.freeze([]);
 
 export interface RedisCounterStoreOptions {
   settings: RedisSettings;
@@ -54,11 +65,11 @@ export class RedisCounterStore implements ShardedStore {
 
   // --- shards, for the circuit breaker: a deployment, or on a cluster the master serving the slot ---
 
-  shardOf(op: CounterOp): string {
-    const d = op.perSecond && this.perSecond ? this.perSecond : this.main;
+  shardOf(key: string, perSecond: boolean): string {
+    const d = perSecond && this.perSecond ? this.perSecond : this.main;
     if (!d.isCluster) return d.name;
     // ioredis' slot map: for each slot the node keys serving it, the master first.
-    const master = (d.client as Cluster).slots[clusterSlot(op.key)]?.[0];
+    const master = (d.client as Cluster).slots[clusterSlot(key)]?.[0];
     return master === undefined ? d.name : `${d.name} ${master}`;
   }
 
@@ -102,71 +113,59 @@ export class RedisCounterStore implements ShardedStore {
     }
   }
 
+  /** One shard's batch (the batcher's): sent to its deployment as is. */
+  send(batch: ShardBatch): Promise<BatchResults> {
+    return this.sendSplit(batch.ops, batch.checks);
+  }
+
   increment(ops: readonly CounterOp[]): Promise<number[]> {
-    const ps = this.perSecond;
-    if (!ps) return this.main.increment(ops);
-    let nSecond = 0;
-    for (let i = 0; i < ops.length; i++) if (ops[i].perSecond) nSecond++;
-    if (nSecond === 0) return this.main.increment(ops);
-    if (nSecond === ops.length) return ps.increment(ops);
-    return this.split(ops, (d, part) => d.increment(part));
+    return this.sendSplit(ops, NONE).then((r) => allOrFirstError(r.counts));
   }
 
   incrementEach(ops: readonly CounterOp[]): Promise<(number | Error)[]> {
-    // Not async: without a per-second deployment the main one's promise is returned as is.
-    if (!this.perSecond) return this.main.incrementEach(ops);
-    return this.splitEach(this.perSecond, ops);
+    return this.sendSplit(ops, NONE).then((r) => r.counts);
   }
 
-  private async splitEach(
-    perSecond: RedisDeployment,
-    ops: readonly CounterOp[],
-  ): Promise<(number | Error)[]> {
-    const mainIdx: number[] = [];
-    const secIdx: number[] = [];
-    for (let i = 0; i < ops.length; i++) (ops[i].perSecond ? secIdx : mainIdx).push(i);
-    const [a, b] = await Promise.all([
-      mainIdx.length ? this.main.incrementEach(mainIdx.map((i) => ops[i])) : [],
-      secIdx.length ? perSecond.incrementEach(secIdx.map((i) => ops[i])) : [],
-    ]);
-    const out = new Array<number | Error>(ops.length);
-    mainIdx.forEach((i, j) => (out[i] = a[j]));
-    secIdx.forEach((i, j) => (out[i] = b[j]));
-    return out;
-  }
-
-  /** With REDIS_PERSECOND, a descriptor whose limits are all SECOND goes to the per-second deployment. */
-  async evaluate(checks: readonly LimitCheck[]): Promise<LimitVerdict[]> {
-    const ps = this.perSecond;
-    if (!ps) return this.main.evaluate(checks);
-    const mainIdx: number[] = [];
-    const secIdx: number[] = [];
-    for (let i = 0; i < checks.length; i++) (checks[i]!.perSecond ? secIdx : mainIdx).push(i);
-    const [a, b] = await Promise.all([
-      mainIdx.length ? this.main.evaluate(mainIdx.map((i) => checks[i]!)) : [],
-      secIdx.length ? ps.evaluate(secIdx.map((i) => checks[i]!)) : [],
-    ]);
-    const out = new Array<LimitVerdict>(checks.length);
-    mainIdx.forEach((i, j) => (out[i] = a[j]!));
-    secIdx.forEach((i, j) => (out[i] = b[j]!));
-    return out;
+  evaluate(checks: readonly LimitCheck[]): Promise<LimitVerdict[]> {
+    return this.sendSplit(NONE, checks).then((r) => allOrFirstError(r.verdicts));
   }
 
   /** evaluate, each check settled on its own (its verdict or its own error). */
-  async evaluateEach(checks: readonly LimitCheck[]): Promise<(LimitVerdict | Error)[]> {
+  evaluateEach(checks: readonly LimitCheck[]): Promise<(LimitVerdict | Error)[]> {
+    return this.sendSplit(NONE, checks).then((r) => r.verdicts);
+  }
+
+  /**
+   * Each deployment its share (with REDIS_PERSECOND, a mix is sent to both in parallel and the results
+   * put back in order; each fails on its own). Never rejects.
+   */
+  private sendSplit(ops: readonly CounterOp[], checks: readonly LimitCheck[]): Promise<BatchResults> {
     const ps = this.perSecond;
-    if (!ps) return this.main.evaluateEach(checks);
-    const mainIdx: number[] = [];
-    const secIdx: number[] = [];
-    for (let i = 0; i < checks.length; i++) (checks[i]!.perSecond ? secIdx : mainIdx).push(i);
-    const [a, b] = await Promise.all([
-      mainIdx.length ? this.main.evaluateEach(mainIdx.map((i) => checks[i]!)) : [],
-      secIdx.length ? ps.evaluateEach(secIdx.map((i) => checks[i]!)) : [],
-    ]);
-    const out = new Array<LimitVerdict | Error>(checks.length);
-    mainIdx.forEach((i, j) => (out[i] = a[j]!));
-    secIdx.forEach((i, j) => (out[i] = b[j]!));
-    return out;
+    if (!ps) return this.main.send(ops, checks);
+    let nSecond = 0;
+    for (let i = 0; i < ops.length; i++) if (ops[i]!.perSecond) nSecond++;
+    for (let i = 0; i < checks.length; i++) if (checks[i]!.perSecond) nSecond++;
+    if (nSecond === 0) return this.main.send(ops, checks);
+    if (nSecond === ops.length + checks.length) return ps.send(ops, checks);
+    const opsAt: number[][] = [[], []];
+    const checksAt: number[][] = [[], []];
+    ops.forEach((o, i) => opsAt[o.perSecond ? 1 : 0]!.push(i));
+    checks.forEach((c, i) => checksAt[c.perSecond ? 1 : 0]!.push(i));
+    const counts = new Array<number | Error>(ops.length);
+    const verdicts = new Array<LimitVerdict | Error>(checks.length);
+    return Promise.all(
+      [this.main, ps].map((d, k) =>
+        d
+          .send(
+            opsAt[k]!.map((i) => ops[i]!),
+            checksAt[k]!.map((i) => checks[i]!),
+          )
+          .then((r) => {
+            opsAt[k]!.forEach((i, j) => (counts[i] = r.counts[j]!));
+            checksAt[k]!.forEach((i, j) => (verdicts[i] = r.verdicts[j]!));
+          }),
+      ),
+    ).then(() => ({ counts, verdicts }));
   }
 
   get(ops: readonly CounterOp[]): Promise<number[]> {

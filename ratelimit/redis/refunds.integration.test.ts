@@ -1,5 +1,5 @@
 // Refunds (is_negative_hits) on real Redis, single, cluster and sentinel, through the production layers
-// (coalescing and the check batcher): random programs of hits and refunds on every algorithm decide as
+// (the batcher, coalescing.ts): random programs of hits and refunds on every algorithm decide as
 // the models of counting/testing.ts (and as the memory backend); refunds and hits sent concurrently
 // never push a counter below zero nor a budget above its limit; a fixed window's refund is a DECRBY
 // on the reference's own key that keeps its expiry and never creates it.

@@ -39,15 +39,6 @@ export function countsFrom(res: ExecResult, from: number, n: number): (number | 
   return out;
 }
 
-/** The counts, or the first op's error as the whole call's (increment's contract). */
-export function allCounted(results: (number | Error)[]): number[] {
-  for (let i = 0; i < results.length; i++) {
-    const r = results[i];
-    if (r instanceof Error) throw r;
-  }
-  return results as number[];
-}
-
 /** A failed script call as a CacheError: an error reply is that call's own (reply-errors.ts) unless it is the server's state. */
 export function scriptFailure(err: unknown): CacheError {
   if (isReplyError(err)) return replyError(`redis limit script failed: ${err.message}`, err.message, err);

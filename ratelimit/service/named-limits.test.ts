@@ -120,6 +120,21 @@ t.test('the IETF headers list the rejecting limit first, the others in request o
   t.same(ietfHeaders(list, -1)[1], { key: 'RateLimit', value: '"a";r=3;t=9, "b";r=0;t=9, "c";r=1;t=9' });
 });
 
+t.test('RateLimit-Policy says qu for a limit whose quota_unit is not requests', async (t) => {
+  const d = (name: string, quotaUnit?: LimitSpec['quotaUnit']): NamedDecision => ({
+    index: 0,
+    spec: { ...spec(name), ...(quotaUnit === undefined ? {} : { quotaUnit }) },
+    status: { code: 'OK', limitRemaining: 2, durationUntilReset: { seconds: 9 } },
+  });
+  t.same(ietfHeaders([d('llm.user[0]', 'tokens'), d('up', 'content-bytes'), d('plain')], -1), [
+    {
+      key: 'RateLimit-Policy',
+      value: '"llm.user[0]";q=5;qu="tokens";w=60, "up";q=5;qu="content-bytes";w=60, "plain";q=5;w=60',
+    },
+    { key: 'RateLimit', value: '"llm.user[0]";r=2;t=9, "up";r=2;t=9, "plain";r=2;t=9' },
+  ]);
+});
+
 t.test(
   'RateLimit t: the verdict’s ms until more, rounded up; none when waiting brings nothing',
   async (t) => {

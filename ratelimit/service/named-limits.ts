@@ -63,8 +63,9 @@ export function sfString(spec: LimitSpec): string {
 /**
  * RateLimit-Policy and RateLimit (the draft's structured-field lists): one member per descriptor that
  * has a limit, the one that rejected first at the head, then the others in request order. Policy:
- * `"name";q=<quota>;w=<window seconds>`; service limit: `"name";r=<remaining>;t=<seconds until more>`
- * (no `t` when waiting brings no more). Quota and remaining count hits (hits_addend), whatever a hit is.
+ * `"name";q=<quota>;w=<window seconds>`, with `qu="<unit>"` after `q` when the limit's quota_unit is
+ * not the default (requests); service limit: `"name";r=<remaining>;t=<seconds until more>` (no `t` when
+ * waiting brings no more). Quota and remaining count hits (hits_addend), in the limit's quota unit.
  */
 export function ietfHeaders(decisions: readonly NamedDecision[], first: number): WireHeader[] {
   let policy = '';
@@ -78,7 +79,11 @@ export function ietfHeaders(decisions: readonly NamedDecision[], first: number):
       policy += ', ';
       state += ', ';
     }
-    policy += `${name};q=${d.spec.requestsPerUnit};w=${d.spec.unitSeconds}`;
+    const qu = d.spec.quotaUnit;
+    policy +=
+      qu === undefined
+        ? `${name};q=${d.spec.requestsPerUnit};w=${d.spec.unitSeconds}`
+        : `${name};q=${d.spec.requestsPerUnit};qu="${qu}";w=${d.spec.unitSeconds}`;
     state += `${name};r=${d.status.limitRemaining}`;
     const t = moreQuotaSeconds(d);
     if (t !== undefined) state += `;t=${t}`;

@@ -16,7 +16,7 @@ import type {
   WireRateLimitRequest,
   WireRateLimitResponse,
 } from '../../proto/index.js';
-import { type Limiter } from '../limiter/index.js';
+import { limitOf, moreQuotaMsOf, type FailureNotes, type Limiter } from '../limiter/index.js';
 import { CacheError, KeyRejectedError } from '../counting/index.js';
 import type { StatsStore } from '../stats/index.js';
 import { NO_CONFIG_MESSAGE, ServiceError } from './errors.js';
@@ -24,8 +24,6 @@ import { MAX_HITS_ADDEND, toStruct } from '../../proto/index.js';
 import { ietfHeaders, namedMetadata, type NamedDecision, type OverLimitLog } from './named-limits.js';
 
 export const MAX_UINT32 = 4294967295;
-
-const NO_COUNTS: readonly (number | Error)[] = [];
 
 export interface RateLimitServiceOptions {
   limiter: Limiter;
@@ -56,8 +54,8 @@ export interface NamedLimitsOptions {
   overLimitLog?: OverLimitLog;
 }
 
-/** Parsed, validated request in the matcher's terms. */
-interface ParsedRequest {
+/** Parsed, validated request in the matcher's terms; the limiter notes its failure modes in it. */
+interface ParsedRequest extends FailureNotes {
   domain: string;
   descriptors: RequestDescriptor[];
   hits: number[];
@@ -102,15 +100,15 @@ export class RateLimitService {
     }
     try {
       const matches = this.match(config, parsed);
-      // Filled only for descriptors a failure mode decided (the cache could not count them).
-      const decidedBy: (FailureMode | undefined)[] = [];
-      // The limiter's steps (Limiter.doLimit) with its store call awaited here.
-      const limiter = this.opts.limiter;
-      const run = limiter.start(parsed.domain, matches, parsed.hits, parsed.negative);
-      const statuses = !run.sent
-        ? await limiter.complete(run, decidedBy)
-        : limiter.finish(run, run.counting === undefined ? NO_COUNTS : await run.counting, decidedBy);
-      return this.answer(parsed, matches, statuses, decidedBy);
+      // parsed.decidedBy: set only for descriptors a failure mode decided (the cache could not count them).
+      const statuses = await this.opts.limiter.doLimit(
+        parsed.domain,
+        matches,
+        parsed.hits,
+        parsed,
+        parsed.negative,
+      );
+      return this.answer(parsed, matches, statuses);
     } catch (err) {
       if (err instanceof CacheError) {
         stats.redisError.inc();
@@ -167,9 +165,9 @@ export class RateLimitService {
     req: ParsedRequest,
     matches: (LimitMatch | undefined)[],
     statuses: WireDescriptorStatus[],
-    decidedBy: (FailureMode | undefined)[],
   ): WireRateLimitResponse {
     const n = matches.length;
+    const decidedBy = req.decidedBy;
     const unlimited = req.unlimited;
     let overLimit = false;
     let quotaCount = 0;
@@ -193,7 +191,7 @@ export class RateLimitService {
       const quota = m !== undefined && (this.opts.globalQuotaMode || m.rule.quotaMode);
       if (m !== undefined && s.code === 'OVER_LIMIT') {
         // Only over-limit descriptors pay for the name lookup.
-        const spec = this.opts.limiter.limitOf(m, s);
+        const spec = limitOf(m, s);
         if (spec !== undefined) this.opts.stats.namedLimitOverLimit(spec.name)?.inc(req.hits[i]);
       }
       if (quota) {
@@ -226,9 +224,9 @@ export class RateLimitService {
     }
     if (this.opts.responseDynamicMetadata) {
       response.dynamicMetadata = this.dynamicMetadata(req, matches, statuses, decidedBy, namedMeta);
-    } else if (decidedBy.length > 0 || namedMeta !== undefined) {
+    } else if (decidedBy !== undefined || namedMeta !== undefined) {
       const out: Record<string, unknown> = { ...namedMeta };
-      if (decidedBy.length > 0) out.failureMode = failureModesOf(decidedBy);
+      if (decidedBy !== undefined) out.failureMode = failureModesOf(decidedBy);
       response.dynamicMetadata = toStruct(out);
     }
     return response;
@@ -258,12 +256,12 @@ export class RateLimitService {
       const m = matches[i];
       if (m === undefined) continue;
       const status = statuses[i];
-      const spec = this.opts.limiter.limitOf(m, status);
+      const spec = limitOf(m, status);
       if (spec === undefined) continue;
       if (status.code === 'OVER_LIMIT' && first < 0) first = decisions.length;
       if (least < 0 || status.limitRemaining < decisions[least]!.status.limitRemaining)
         least = decisions.length;
-      decisions.push({ index: i, spec, status, moreMs: this.opts.limiter.moreQuotaMsOf(status) });
+      decisions.push({ index: i, spec, status, moreMs: moreQuotaMsOf(status) });
     }
     if (log !== undefined && overLimit && first >= 0) {
       const d = decisions[first]!;
@@ -300,7 +298,7 @@ export class RateLimitService {
     req: ParsedRequest,
     matches: readonly (LimitMatch | undefined)[],
     statuses: readonly WireDescriptorStatus[],
-    decidedBy: readonly (FailureMode | undefined)[],
+    decidedBy: readonly (FailureMode | undefined)[] | undefined,
     namedMeta: Record<string, unknown> | undefined,
   ): unknown {
     let merged: Record<string, unknown> | undefined;
@@ -314,7 +312,7 @@ export class RateLimitService {
     };
     if (req.wire.hitsAddend) out.hitsAddend = req.wire.hitsAddend;
     if (merged !== undefined && Object.keys(merged).length > 0) out.metadata = merged;
-    if (decidedBy.length > 0) out.failureMode = failureModesOf(decidedBy);
+    if (decidedBy !== undefined) out.failureMode = failureModesOf(decidedBy);
     if (namedMeta !== undefined) Object.assign(out, namedMeta);
     return toStruct(out);
   }
@@ -419,5 +417,5 @@ export function parseRequest(request: WireRateLimitRequest): ParsedRequest {
         `descriptors[${i}].hits_addend: ${h} is out of range (at most ${MAX_HITS_ADDEND})`,
       );
   }
-  return { domain, descriptors, hits, negative, unlimited: undefined, wire: request };
+  return { domain, descriptors, hits, negative, unlimited: undefined, wire: request, decidedBy: undefined };
 }

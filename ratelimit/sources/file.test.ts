@@ -39,7 +39,7 @@ t.test('editing a file changes decisions (RUNTIME_WATCH_ROOT=false)', async (t) 
       const r = await svc.call({ domain: 'reload', descriptors: [descriptor(['k', '2'])] });
       return r.statuses[0].currentLimit?.requestsPerUnit === 7;
     },
-    5000,
+    20_000,
     'the new limit',
   );
   t.pass('new limit served');
@@ -63,7 +63,7 @@ t.test(
     );
     await eventually(
       () => svc.app.stats.snapshot()['ratelimit.service.config_load_error'] === 1,
-      5000,
+      20_000,
       'config_load_error',
     );
     t.match(logged.join('\n'), /b\.yaml/);
@@ -95,7 +95,7 @@ t.test('duplicate domains are rejected unless MERGE_DOMAIN_CONFIG=true', async (
   strict.writeConfig('b.yaml', b);
   await eventually(
     () => strict.app.stats.snapshot()['ratelimit.service.config_load_error'] === 1,
-    5000,
+    20_000,
     'rejection',
   );
   const s = await strict.call({ domain: 'm', descriptors: [descriptor(['b', '1'])] });
@@ -128,7 +128,7 @@ t.test('RUNTIME_WATCH_ROOT=true reloads when the root symlink is swapped', async
       const r = await svc.call({ domain: 'reload', descriptors: [descriptor(['k', '1'])] });
       return r.statuses[0].currentLimit?.requestsPerUnit === 9;
     },
-    5000,
+    20_000,
     'the swapped config',
   );
   t.pass('swapped config served');

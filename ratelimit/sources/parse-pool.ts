@@ -84,9 +84,8 @@ export interface ConfigParsePoolOptions {
 }
 
 /**
- * How many times a spare parses the last files before it is used: a fresh thread's parse of the
- * 10k-descriptor file took ~190 ms the first time, ~95 the second and 50–75 from the third on (one core,
- * idle process), as V8 compiles and then optimizes the parser.
+ * How many times a spare parses the last files before it is used: V8 compiles and then optimizes the
+ * parser over a fresh thread's first parses (docs/decisions/007-hot-path-shapes.md has the figures).
  */
 export const WARM_UP_PARSES = 2;
 
