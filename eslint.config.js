@@ -38,7 +38,16 @@ const LAYERS = {
 // h2grpc/h2/frames.ts and h2grpc/h2/hpack.ts give raw-frame clients (the attack harness, the
 // benchmark's load generator) HTTP/2's wire facts and the HPACK coder; control-plane/config-set/index.ts
 // gives ratelimit-config the config set (read, checked, its problems printed) without the ADS server.
+// ratelimit/config/model.ts gives the service's main thread the config model without the YAML reader
+// and the validator (they load on the parse worker); ratelimit/sources/file.ts and xds.ts give it each
+// config source alone, so the xDS client (grpc-js) loads only with CONFIG_TYPE=GRPC_XDS_*. The
+// Prometheus mapping (ratelimit/stats/prometheus/) is outside stats/index.ts: it loads with USE_PROMETHEUS.
 const ENTRIES = [
+  'ratelimit/stats/prometheus/mapper.ts',
+  'ratelimit/stats/prometheus/default-mapping.ts',
+  'ratelimit/config/model.ts',
+  'ratelimit/sources/file.ts',
+  'ratelimit/sources/xds.ts',
   'control-plane/config-set/index.ts',
   'proto/ratelimit-config.ts',
   'h2grpc/h2/frames.ts',

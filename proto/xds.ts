@@ -1,8 +1,12 @@
 // The xDS side of the gRPC wire contract: the largest DiscoveryResponse both sides accept, and the
 // ADS service definition shipped in @grpc/grpc-js-xds with the shapes grpc-js hands over. The
 // RateLimitConfig resource it carries is rls-conf.ts (no grpc-js there).
-import * as grpc from '@grpc/grpc-js';
+import { createRequire } from 'node:module';
+import type * as grpc from '@grpc/grpc-js';
 import { loadPackageDefinition } from './loader.js';
+
+// grpc-js loads with the first ADS client (CONFIG_TYPE=GRPC_XDS_*, the control plane), not with this module.
+const require = createRequire(import.meta.url);
 
 /**
  * The largest xDS DiscoveryResponse: what the control plane may send and what the service's xDS
@@ -92,5 +96,6 @@ export function adsServiceDefinition(): grpc.ServiceDefinition {
 
 /** A generic client constructor for the ADS service. */
 export function adsClientConstructor(): grpc.ServiceClientConstructor {
-  return grpc.makeGenericClientConstructor(adsServiceDefinition(), 'AggregatedDiscoveryService');
+  const { makeGenericClientConstructor } = require('@grpc/grpc-js') as typeof grpc;
+  return makeGenericClientConstructor(adsServiceDefinition(), 'AggregatedDiscoveryService');
 }

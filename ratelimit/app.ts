@@ -1,18 +1,15 @@
 // Wires the service from one Settings object: store -> limiter -> service -> config source -> listeners.
 // No globals: tests build the real thing with other settings (ports 0, memory store, a temp dir).
 import type { Logger } from '../common/index.js';
-import { ConfigError, type ConfigFeature, type RateLimitConfig } from './config/index.js';
+import { ConfigError, type ConfigFeature, type RateLimitConfig } from './config/model.js';
 import { RATELIMIT_FEATURES } from '../proto/index.js';
 import { Limiter, LocalOverLimitCache } from './limiter/index.js';
 import { buildCounterStack } from './counter-stack.js';
 import { CircuitBreakerStore, type CounterStore, type WriteBehindCounterStore } from './counting/index.js';
 import { createLogger } from '../common/index.js';
-import {
-  FileConfigProvider,
-  type ConfigSource,
-  type ConfigSourceDeps,
-  type ConfigUpdate,
-} from './sources/index.js';
+// Not the sources/ barrel: that one holds the xDS client, which loads grpc-js.
+import { FileConfigProvider } from './sources/file.js';
+import type { ConfigSource, ConfigSourceDeps, ConfigUpdate } from './sources/index.js';
 import { DebugServer, HealthChecker, RateLimitGrpcServer, RateLimitHttpServer } from './server/index.js';
 import { OverLimitLog, RateLimitService, type NamedLimitsOptions } from './service/index.js';
 import { QuotaServer } from './quota/index.js';
@@ -222,14 +219,12 @@ export class RateLimitApp {
   /** Starts in the reference's order: cache, config (waiting for the first one), then the listeners. */
   async start(): Promise<void> {
     const s = this.settings;
-    await this.statsPipeline.start();
-    await this.store.start?.();
-
     let resolve!: () => void;
     const promise = new Promise<void>((r) => (resolve = r));
     this.initialConfig = { resolve, promise };
+    let source: ConfigSource | undefined;
     if (s.configType === 'FILE') {
-      this.configSource = new FileConfigProvider(
+      const file = new FileConfigProvider(
         {
           root: s.runtimeRoot,
           subdirectory: s.runtimeSubdirectory,
@@ -245,9 +240,15 @@ export class RateLimitApp {
         },
         (u) => this.applyConfig(u),
       );
-    } else {
+      // The parse worker loads its modules on its own thread while the store connects.
+      file.warm();
+      source = this.configSource = file;
+    }
+    await this.statsPipeline.start();
+    await this.store.start?.();
+    if (!source) {
       if (!this.opts.xdsSourceFactory) throw new Error(`CONFIG_TYPE=${s.configType} needs the xDS client`);
-      this.configSource = await this.opts.xdsSourceFactory({
+      source = this.configSource = await this.opts.xdsSourceFactory({
         settings: s,
         logger: this.logger,
         features: () => this.supportedFeatures(),
@@ -255,7 +256,7 @@ export class RateLimitApp {
         onUpdate: (update) => this.applyConfig(update),
       });
     }
-    await this.configSource.start();
+    await source.start();
     if (!s.forceStartWithoutInitialConfig && !this.service.getConfig()) {
       this.logger.info('waiting for the initial rate limit configuration');
       await promise;

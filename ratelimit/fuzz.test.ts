@@ -207,7 +207,7 @@ const jsonBody = fc.oneof(
 t.test('/json: no 5xx, no stack trace, no pollution for any body', async (t) => {
   const svc = await startTestApp({ files: { 'd.yaml': CONFIG } });
   t.teardown(() => svc.close());
-  const http = svc.app.http!.app;
+  const http = await svc.app.http!.fastify();
   const seen = new Map<number, number>();
   await fc.assert(
     fc.asyncProperty(jsonBody, async (body) => {
@@ -461,7 +461,7 @@ t.test('request bounds over gRPC: decided within them, INVALID_ARGUMENT naming o
 t.test('request bounds on /json: decided within them, 400 naming one past them', async (t) => {
   const svc = await startTestApp({ files: { 'd.yaml': CONFIG }, env: BOUND_ENV });
   t.teardown(() => svc.close());
-  const http = svc.app.http!.app;
+  const http = await svc.app.http!.fastify();
   let refusedCount = 0;
   await fc.assert(
     fc.asyncProperty(boundedRequest, fc.constantFrom('application/json', 'text/plain'), async (r, ct) => {

@@ -4,7 +4,7 @@
 import { RateLimitApp, SHUTDOWN_EXIT_SLACK_MS } from './app.js';
 import { createLogger, failureMessage, parseLogLevel, runProgram, UsageError } from '../common/index.js';
 import { loadSettings, SettingsError } from './settings/index.js';
-import { createXdsSource } from './sources/index.js';
+import type { ConfigSourceDeps } from './sources/index.js';
 import { loadTracing } from './tracing/index.js';
 
 async function main(): Promise<number> {
@@ -24,7 +24,10 @@ async function main(): Promise<number> {
   }
   const logger = createLogger({ level: settings.logLevel, format: settings.logFormat });
   const tracing = await loadTracing(settings.tracing, { logger });
-  const app = new RateLimitApp({ settings, logger, xdsSourceFactory: createXdsSource, tracing });
+  // The xDS client (and grpc-js under it) loads only with CONFIG_TYPE=GRPC_XDS_SOTW or GRPC_XDS_DELTA.
+  const xdsSourceFactory = async (deps: ConfigSourceDeps) =>
+    (await import('./sources/xds.js')).createXdsSource(deps);
+  const app = new RateLimitApp({ settings, logger, xdsSourceFactory, tracing });
   let stopping = false;
   let stopped!: (code: number) => void;
   const exitCode = new Promise<number>((resolve) => (stopped = resolve));

@@ -7,7 +7,8 @@
 import type { ConfigFeature } from './types.js';
 import { addFeatures } from './rules.js';
 import { countDescriptors } from './size.js';
-import { compositeKey, type ConfigDoc, type DescriptorDoc } from './validate.js';
+import { compositeKey } from './keys.js';
+import type { ConfigDoc, DescriptorDoc } from './validate.js';
 
 export interface CheckedDocument {
   readonly name: string;

@@ -5,7 +5,7 @@
 // DomainConflict unless both the owner and it set mergeDomain; then its top-level descriptors are
 // appended, oldest first, and a top-level composite key an older member already defines makes the
 // newer claim a DescriptorConflict, as a whole.
-import { compositeKey } from './validate.js';
+import { compositeKey } from './keys.js';
 
 /**
  * The ratelimit document of a RateLimitConfig resource's spec: the spec without the resource's own field

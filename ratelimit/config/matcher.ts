@@ -14,7 +14,7 @@ import type {
 } from './types.js';
 import { UNIT_SECONDS } from './units.js';
 import { NO_REPLACES, dumpRule } from './rules.js';
-import { compositeKey } from './validate.js';
+import { compositeKey } from './keys.js';
 import {
   nameSegment,
   type MatchLevel,

@@ -8,7 +8,8 @@ import { ConfigError } from './errors.js';
 import type { RateLimitRule } from './types.js';
 import { compileRule } from './rules.js';
 import { checkedEntry, type CheckedDocument } from './checked.js';
-import { compositeKey, type DescriptorDoc } from './validate.js';
+import { compositeKey } from './keys.js';
+import type { DescriptorDoc } from './validate.js';
 
 export interface MatchNode {
   /** The entry's `key`. */

@@ -13,6 +13,9 @@ import {
   configSchema,
 } from './schema.js';
 import { UNITS, UNIT_SECONDS, parseUnit } from './units.js';
+import { compositeKey } from './keys.js';
+
+export { compositeKey };
 
 /** The valid units, as an invalid one's message lists them. */
 const UNIT_NAMES = UNITS.map((u) => u.toLowerCase()).join(', ');
@@ -217,11 +220,6 @@ function emptyMessage(schemaPath: string, property: string): string {
 
 function isObject(v: unknown): v is Record<string, unknown> {
   return v !== null && typeof v === 'object' && !Array.isArray(v);
-}
-
-/** The reference's composite key of an entry: `key`, or `key_value` when the value is not empty. */
-export function compositeKey(key: string, value: string | undefined): string {
-  return value === undefined || value === '' ? key : `${key}_${value}`;
 }
 
 /** Cross-field rules (schema.ts crossFieldRules), walked in the reference's order. Defensive about types. */

@@ -7,7 +7,7 @@
 // different orders (`a -> b` and `b -> a`): a map {a, b} could be read either way. Such a config is
 // refused (ConfigError) when RLQS is on. A path that repeats a key (`a -> a`) cannot be written as a
 // map and is never reached by a bucket.
-import { ConfigError, type DescriptorEntry, type LimitMatch, type RateLimitConfig } from '../config/index.js';
+import { ConfigError, type DescriptorEntry, type LimitMatch, type RateLimitConfig } from '../config/model.js';
 
 /** A bucket's identity: its domain and its pairs sorted by key (a map's order carries no meaning). */
 export function bucketKey(domain: string, bucket: Readonly<Record<string, string>>): string {

@@ -4,7 +4,7 @@
 // opened by Chrome DevTools (Performance / Memory tab, "Load").
 import { Session } from 'node:inspector/promises';
 import { getHeapSnapshot } from 'node:v8';
-import type { FastifyReply } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { Logger } from '../../common/index.js';
 import { FastifyListener } from './listener.js';
 import type { RateLimitService } from '../service/index.js';
@@ -48,6 +48,7 @@ function stamp(): string {
 
 export class DebugServer extends FastifyListener {
   private readonly paths = new Map<string, string>();
+  private readonly handlers = new Map<string, () => Promise<string>>();
   private profiling = false;
 
   constructor(private readonly opts: DebugServerOptions) {
@@ -63,19 +64,25 @@ export class DebugServer extends FastifyListener {
       }
       return lines.join('\n');
     });
-    this.app.get('/', async (_req, reply) => {
+    this.paths.set('/debug/pprof/', 'root of various pprof endpoints. hit for help.');
+  }
+
+  protected configure(app: FastifyInstance): void {
+    app.get('/', async (_req, reply) => {
       const lines = [...this.paths].map(([p, help]) => `${p}: ${help}`);
       return reply.type('text/plain').send(lines.join('\n') + '\n');
     });
-    this.paths.set('/debug/pprof/', 'root of various pprof endpoints. hit for help.');
-    const pprof = opts.pprofEnabled === true;
-    this.app.get('/debug/pprof/', async (_req, reply) =>
+    for (const [path, handler] of this.handlers) {
+      app.get(path, async (_req, reply) => reply.type('text/plain').send(await handler()));
+    }
+    const pprof = this.opts.pprofEnabled === true;
+    app.get('/debug/pprof/', async (_req, reply) =>
       reply.type('text/plain').send(pprof ? PPROF_INDEX : PPROF_OFF),
     );
     // Off: the profile routes do not exist (404 like any unknown path).
     if (!pprof) return;
-    this.app.get('/debug/pprof/profile', async (req, reply) => this.cpuProfile(req.query, reply));
-    this.app.get('/debug/pprof/heap', async (_req, reply) => {
+    app.get('/debug/pprof/profile', async (req, reply) => this.cpuProfile(req.query, reply));
+    app.get('/debug/pprof/heap', async (_req, reply) => {
       reply
         .type('application/octet-stream')
         .header('content-disposition', `attachment; filename="heap-${stamp()}.heapsnapshot"`);
@@ -108,9 +115,9 @@ export class DebugServer extends FastifyListener {
     }
   }
 
-  /** Registers a text endpoint listed on `/`. */
+  /** Registers a text endpoint listed on `/` (before the first request). */
   addPath(path: string, help: string, handler: () => Promise<string>): void {
     this.paths.set(path, help);
-    this.app.get(path, async (_req, reply) => reply.type('text/plain').send(await handler()));
+    this.handlers.set(path, handler);
   }
 }

@@ -111,10 +111,10 @@ export class RateLimitGrpcServer {
       tls: opts.tls,
       tlsReloadMs: opts.tlsReloadMs,
     });
-    // Hand-written codecs for the hot path; protobufjs for responses they leave to it (metadata, quotas).
-    const serialize = rateLimitServiceDefinition().ShouldRateLimit.responseSerialize as (
-      r: WireRateLimitResponse,
-    ) => Buffer;
+    // Hand-written codecs for the hot path; protobufjs for responses they leave to it (metadata, quotas),
+    // loaded with the first such response.
+    const serialize = (r: WireRateLimitResponse): Buffer =>
+      rateLimitServiceDefinition().ShouldRateLimit.responseSerialize(r) as Buffer;
     const bounds = opts.requestBounds ?? DEFAULT_REQUEST_BOUNDS;
     this.server.addUnary<WireRateLimitRequest, WireRateLimitResponse>(SHOULD_RATE_LIMIT_PATH, {
       decode: (buf) => decodeRequest(buf, bounds),

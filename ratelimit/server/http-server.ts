@@ -1,6 +1,7 @@
 // The HTTP listener of the reference: POST /json (proto3 JSON in and out) and /healthcheck.
 import { isUtf8 } from 'node:buffer';
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { FastifyInstance } from 'fastify';
 import type { Logger } from '../../common/index.js';
 import type { RequestBounds } from '../../proto/index.js';
 import { FastifyListener } from './listener.js';
@@ -68,12 +69,34 @@ function boundRefusedBody(req: IncomingMessage): void {
 }
 
 export class RateLimitHttpServer extends FastifyListener {
+  private readonly bodyLimit: number;
+
   constructor(private readonly opts: HttpServerOptions) {
     const bodyLimit = opts.bodyLimit ?? DEFAULT_BODY_LIMIT;
     super({ name: 'HTTP', ...opts }, { bodyLimit });
+    this.bodyLimit = bodyLimit;
+  }
+
+  /** GET (or HEAD) /healthcheck, the readiness probe, without fastify: 200 `OK`, or 500 and what fails. */
+  protected override direct(req: IncomingMessage, res: ServerResponse): boolean {
+    if (req.method !== 'GET' && req.method !== 'HEAD') return false;
+    const url = req.url ?? '';
+    if (url !== '/healthcheck' && !url.startsWith('/healthcheck?')) return false;
+    const failing = this.opts.health.failing();
+    const body = failing.length === 0 ? 'OK' : `unhealthy: ${failing.join(', ')}`;
+    res.writeHead(failing.length === 0 ? 200 : 500, {
+      'content-type': 'text/plain',
+      'content-length': Buffer.byteLength(body),
+    });
+    res.end(req.method === 'HEAD' ? undefined : body);
+    return true;
+  }
+
+  protected configure(app: FastifyInstance): void {
+    const { opts, bodyLimit } = this;
     // Body parse errors (bad JSON, not UTF-8) are the client's: 400 with the reason; a body past the
     // bound is 413, named with its setting. Fastify stops reading such a body when it passes the bound.
-    this.app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, req, reply) => {
+    app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, req, reply) => {
       const code = err.statusCode && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500;
       if (code === 500) opts.logger.error({ err }, 'http handler error');
       const tooLarge = err.code === 'FST_ERR_CTP_BODY_TOO_LARGE';
@@ -93,8 +116,8 @@ export class RateLimitHttpServer extends FastifyListener {
     // Like the reference, /json takes the body as JSON whatever the content type says (curl -d sends
     // application/x-www-form-urlencoded), and through this one parser whatever it says: fastify's own
     // JSON parser (application/json) would read bytes that are not UTF-8 as U+FFFD.
-    this.app.removeAllContentTypeParsers();
-    this.app.addContentTypeParser('*', { parseAs: 'buffer' }, (_req, body, done) => {
+    app.removeAllContentTypeParsers();
+    app.addContentTypeParser('*', { parseAs: 'buffer' }, (_req, body, done) => {
       try {
         // Bytes that are not UTF-8 would be read as U+FFFD (two values, one counter): the caller's error.
         if (!isUtf8(body as Buffer)) throw new Error('request body is not valid UTF-8');
@@ -105,7 +128,7 @@ export class RateLimitHttpServer extends FastifyListener {
       }
     });
 
-    this.app.post('/json', async (req, reply) => {
+    app.post('/json', async (req, reply) => {
       let response;
       try {
         response = await opts.service.shouldRateLimit(requestFromJson(req.body, opts.requestBounds));
@@ -120,7 +143,7 @@ export class RateLimitHttpServer extends FastifyListener {
         .send(JSON.stringify(responseToJson(response)));
     });
 
-    this.app.get('/healthcheck', async (_req, reply) => {
+    app.get('/healthcheck', async (_req, reply) => {
       const failing = opts.health.failing();
       if (failing.length === 0) return reply.code(200).type('text/plain').send('OK');
       return reply

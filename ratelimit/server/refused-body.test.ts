@@ -119,7 +119,9 @@ t.test('a body past what is drained, injected in-process: a 413, and the process
   // not throw from the body's 'data' handler (an uncaught exception would end the process).
   const svc = await startTestApp({ files: { 'd.yaml': CONFIG }, env: { HTTP_MAX_BODY_BYTES: '1024' } });
   t.teardown(() => svc.close());
-  const res = await svc.app.http!.app.inject({
+  const res = await (
+    await svc.app.http!.fastify()
+  ).inject({
     method: 'POST',
     url: '/json',
     payload: Buffer.alloc(REFUSED_BODY_DRAIN_BYTES + 64 * 1024, 0x20),

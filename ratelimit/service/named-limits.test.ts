@@ -2,7 +2,9 @@
 // sampling, redaction and value cut; the per-name statistic's series bound; header name quoting.
 import t from 'tap';
 import type { LimitSpec } from '../config/index.js';
-import { DEFAULT_MAPPING_YAML, MetricMapper, StatsStore } from '../stats/index.js';
+import { StatsStore } from '../stats/index.js';
+import { DEFAULT_MAPPING_YAML } from '../stats/prometheus/default-mapping.js';
+import { MetricMapper } from '../stats/prometheus/mapper.js';
 import { ietfHeaders, OverLimitLog, REDACTED, sfString, type NamedDecision } from './named-limits.js';
 
 const spec = (name: string): LimitSpec => ({

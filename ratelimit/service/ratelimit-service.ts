@@ -8,7 +8,7 @@ import {
   type RateLimitConfig,
   type RequestDescriptor,
   type Unit,
-} from '../config/index.js';
+} from '../config/model.js';
 import type {
   WireDescriptor,
   WireDescriptorStatus,

@@ -3,13 +3,14 @@
 // The groups with parsing of their own sit beside it (grpc-settings.ts, backend-settings.ts,
 // named-limits-settings.ts, quota-settings.ts); this file holds the object and the one parse that
 // reads every variable in order.
+// The model entry, not the config/ barrel (which holds the YAML reader and the validator).
 import {
   DEFAULT_MAX_DESCRIPTORS,
   DEFAULT_YAML_LIMITS,
   FAILURE_MODES,
   type FailureMode,
   type YamlLimits,
-} from '../config/index.js';
+} from '../config/model.js';
 import { DEFAULT_REQUEST_BOUNDS, type RequestBounds, XDS_MAX_MESSAGE_BYTES } from '../../proto/index.js';
 import { EnvReader, SettingsError, type Env } from './env.js';
 import {

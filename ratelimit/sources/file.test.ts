@@ -192,7 +192,7 @@ t.test('a reload runs on the spare worker: no worker is started for it', async (
   const startedAtUpdate: number[] = [];
   const limits: (number | undefined)[] = [];
   const provider: FileConfigProvider = new FileConfigProvider(
-    { root, appDirectory: 'config', watchRoot: false, pollIntervalMs: 50 },
+    { root, appDirectory: 'config', watchRoot: false, pollIntervalMs: 50, spareMinChars: 0 },
     (u) => {
       startedAtUpdate.push(parser.workersStarted);
       limits.push(

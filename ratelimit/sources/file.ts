@@ -7,6 +7,7 @@
 import { watch, type FSWatcher } from 'node:fs';
 import { readdir, realpath, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
+// The model entry, not the config/ barrel: the YAML reader and the validator load on the worker.
 import {
   buildConfigInSlices,
   ConfigError,
@@ -14,7 +15,7 @@ import {
   DEFAULT_YAML_LIMITS,
   LIMIT_SETTING,
   type YamlLimits,
-} from '../config/index.js';
+} from '../config/model.js';
 import { FileReadError, readBoundedFile, type Logger } from '../../common/index.js';
 import { ConfigParsePool } from './parse-pool.js';
 import type { ConfigFileBytes } from './parse-worker.js';
@@ -39,6 +40,8 @@ export interface FileProviderOptions {
    * reload then does not wait for a worker to start.
    */
   spareWorker?: boolean;
+  /** With spareWorker: the smallest config (characters of YAML) a spare is kept for (SPARE_MIN_CHARS). */
+  spareMinChars?: number;
   /**
    * Says at debug level when a load starts (what a stuck reload was doing), and at warning level which
    * files were skipped (not regular files).
@@ -77,11 +80,17 @@ export class FileConfigProvider {
       limits: opts.yamlLimits,
       timeoutMs: opts.parseTimeoutMs,
       spare: opts.spareWorker !== false,
+      spareMinChars: opts.spareMinChars,
     });
   }
 
   get directory(): string {
     return join(this.opts.root, this.opts.subdirectory ?? '', this.opts.appDirectory);
+  }
+
+  /** Starts the parse worker ahead of start(): its modules load while the caller does other work. */
+  warm(): void {
+    this.parser.warm();
   }
 
   /** Loads once (reporting the result) and starts watching. */

@@ -12,7 +12,14 @@ import {
 } from '../config/index.js';
 import { cfg10kYaml, flatConfigYaml } from '../../harness/fixtures.js';
 import { runCommand } from '../../harness/proc.js';
-import { workerExecArgv, ConfigParsePool, WARM_UP_MAX_CHARS, WARM_UP_PARSES } from './parse-pool.js';
+import { eventually } from '../test-support.js';
+import {
+  workerExecArgv,
+  ConfigParsePool,
+  SPARE_MIN_CHARS,
+  WARM_UP_MAX_CHARS,
+  WARM_UP_PARSES,
+} from './parse-pool.js';
 
 t.test(
   'config YAML is parsed and validated on the worker thread, errors come back as ConfigError',
@@ -171,7 +178,7 @@ t.test('warm() starts the worker before a parse, and it ends when no parse comes
 });
 
 t.test('with a spare, the used worker is replaced by a fresh one that is not ended when idle', async (t) => {
-  const p = new ConfigParsePool({ spare: true, spareDelayMs: 50, idleMs: 100 });
+  const p = new ConfigParsePool({ spare: true, spareDelayMs: 50, idleMs: 100, spareMinChars: 0 });
   t.teardown(() => p.close());
   const source = { name: 'a.yaml', yaml: 'domain: d\ndescriptors:\n  - key: a\n' };
   await p.parse([source]);
@@ -191,8 +198,29 @@ t.test('with a spare, the used worker is replaced by a fresh one that is not end
   t.match(p.counts, { worker: 2, inline: 0, timedOut: 0 }, 'both parses ran on a worker');
 });
 
+t.test('a small config keeps no spare: its worker ends after the parse; a large one keeps one', async (t) => {
+  const small = { name: 'a.yaml', yaml: 'domain: d\ndescriptors:\n  - key: a\n' };
+  t.ok(small.yaml.length < SPARE_MIN_CHARS);
+  const byDefault = new ConfigParsePool({ spare: true, spareDelayMs: 20 });
+  t.teardown(() => byDefault.close());
+  await byDefault.parse([small]);
+  await eventually(() => !byDefault.workerRunning, 10_000, 'the used worker ended');
+  t.equal(byDefault.workersStarted, 1, 'no spare was started');
+
+  const p = new ConfigParsePool({ spare: true, spareDelayMs: 20, spareMinChars: 1000 });
+  t.teardown(() => p.close());
+  await p.parse([small]);
+  await eventually(() => !p.workerRunning, 10_000, 'the used worker ended');
+  const large = { name: 'b.yaml', yaml: flatConfigYaml(20) };
+  t.ok(large.yaml.length >= 1000);
+  await p.parse([large]);
+  t.equal(p.workersStarted, 2, 'the next parse started a worker');
+  await eventually(() => p.workersStarted === 3, 10_000, 'a spare after the large parse');
+  t.ok(p.workerRunning, 'the spare is kept');
+});
+
 t.test("the spare parses the last files before it is used, and those replies are nobody's", async (t) => {
-  const p = new ConfigParsePool({ spare: true, spareDelayMs: 20 });
+  const p = new ConfigParsePool({ spare: true, spareDelayMs: 20, spareMinChars: 0 });
   t.teardown(() => p.close());
   const big = { name: 'big.yaml', yaml: cfg10kYaml(1) };
   const first = await p.parse([big]);
@@ -209,7 +237,7 @@ t.test("the spare parses the last files before it is used, and those replies are
 });
 
 t.test('the spare does not parse a config larger than WARM_UP_MAX_CHARS ahead of time', async (t) => {
-  const p = new ConfigParsePool({ spare: true, spareDelayMs: 20 });
+  const p = new ConfigParsePool({ spare: true, spareDelayMs: 20, spareMinChars: 0 });
   t.teardown(() => p.close());
   const large = { name: 'large.yaml', yaml: flatConfigYaml(30_000) };
   t.ok(large.yaml.length > WARM_UP_MAX_CHARS, 'the file is past the warm-up bound');
@@ -227,7 +255,7 @@ t.test('the spare does not parse a config larger than WARM_UP_MAX_CHARS ahead of
 t.test(
   'a file goes to the worker as its bytes, moved (not copied); an unchanged digest is not parsed; the spare warms up on a copy',
   async (t) => {
-    const p = new ConfigParsePool({ spare: true, spareDelayMs: 20 });
+    const p = new ConfigParsePool({ spare: true, spareDelayMs: 20, spareMinChars: 0 });
     t.teardown(() => p.close());
     const dir = mkdtempSync(join(tmpdir(), 'rl-bytes-'));
     t.teardown(() => rmSync(dir, { recursive: true, force: true }));

@@ -7,21 +7,11 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import {
-  ConfigError,
-  type CheckedDocument,
-  type ConfigSource,
-  DEFAULT_YAML_LIMITS,
-  type YamlLimits,
-} from '../config/index.js';
-import {
-  type ConfigFileBytes,
-  decodeAndCheck,
-  parseFiles,
-  type ParsedFiles,
-  type ParseReply,
-  type ParseRequest,
-} from './parse-worker.js';
+// Not the config/ barrel, nor parse-worker.ts but for its types: the YAML reader and the validator load
+// on the worker, and on this thread only when no worker can start.
+import type { ConfigSource } from '../config/index.js';
+import { ConfigError, type CheckedDocument, DEFAULT_YAML_LIMITS, type YamlLimits } from '../config/model.js';
+import type { ConfigFileBytes, ParsedFiles, ParseReply, ParseRequest } from './parse-worker.js';
 
 // The build loads parse-worker.js; source runs (tests, through tsx) load parse-worker.ts with tsx's loader.
 const FROM_SOURCE = import.meta.url.endsWith('.ts');
@@ -86,6 +76,11 @@ export interface ConfigParsePoolOptions {
   spare?: boolean;
   /** How long after a parse the spare starts (SPARE_DELAY_MS): not while the new config's garbage is collected. */
   spareDelayMs?: number;
+  /**
+   * With `spare`: a spare is kept only after a parse of at least this many bytes of YAML (or of xDS
+   * resources); after a smaller one the worker is ended at once (SPARE_MIN_CHARS).
+   */
+  spareMinChars?: number;
 }
 
 /**
@@ -101,6 +96,13 @@ export const WARM_UP_PARSES = 2;
  * instead, a fraction of its parse.
  */
 export const WARM_UP_MAX_CHARS = 2 * 1024 * 1024;
+
+/**
+ * A spare is kept only for a config of at least this many bytes: a smaller config's parse is short beside
+ * starting a worker, which a reload's file event starts during its debounce anyway, and an idle worker
+ * holds memory (about 10-20 MiB of RSS) for as long as the pod runs.
+ */
+export const SPARE_MIN_CHARS = 256 * 1024;
 
 /** A spare worker starts this long after the parse that ended its predecessor. */
 export const SPARE_DELAY_MS = 1000;
@@ -145,6 +147,9 @@ export class ConfigParsePool {
   private readonly idleMs: number;
   private readonly spare: boolean;
   private readonly spareDelayMs: number;
+  private readonly spareMinChars: number;
+  /** Bytes of the parse in progress or last done. */
+  private lastSize = 0;
   private idleTimer: NodeJS.Timeout | undefined;
   /** Whether the running worker has answered a parse (with `spare`, it is replaced by a fresh one). */
   private used = false;
@@ -155,6 +160,7 @@ export class ConfigParsePool {
     this.idleMs = opts.idleMs ?? WORKER_IDLE_MS;
     this.spare = opts.spare === true;
     this.spareDelayMs = opts.spareDelayMs ?? SPARE_DELAY_MS;
+    this.spareMinChars = opts.spareMinChars ?? SPARE_MIN_CHARS;
   }
 
   /** How many worker threads were started so far. */
@@ -184,6 +190,7 @@ export class ConfigParsePool {
   async parseFiles(files: ConfigFileBytes[], known: (string | undefined)[]): Promise<ParsedFiles> {
     let size = 0;
     for (const f of files) size += f.bytes.byteLength;
+    this.lastSize = size;
     // The copy the spare warms up on, taken before the bytes move to the worker.
     const keep =
       this.spare && size <= WARM_UP_MAX_CHARS
@@ -192,7 +199,7 @@ export class ConfigParsePool {
     const parsed = await this.run(
       { files, known, limits: this.limits },
       files[0]?.name ?? '',
-      async () => parseFiles(files, known, this.limits),
+      async () => (await import('./parse-worker.js')).parseFiles(files, known, this.limits),
       [...new Set(files.map((f) => f.bytes.buffer as ArrayBuffer))],
     );
     if (!('digests' in parsed)) throw new Error('unexpected reply to a file parse');
@@ -202,7 +209,12 @@ export class ConfigParsePool {
 
   /** Decoded and validated xDS resources (encoded RateLimitConfig messages); throws the first ConfigError. */
   async decodeXds(messages: Uint8Array[]): Promise<CheckedDocument[]> {
-    const documents = await this.run({ messages }, 'xDS resources', async () => decodeAndCheck(messages));
+    let bytes = 0;
+    for (const m of messages) bytes += m.byteLength;
+    this.lastSize = bytes;
+    const documents = await this.run({ messages }, 'xDS resources', async () =>
+      (await import('./parse-worker.js')).decodeAndCheck(messages),
+    );
     if (!Array.isArray(documents)) throw new Error('unexpected reply to an xDS decode');
     return documents;
   }
@@ -348,6 +360,10 @@ export class ConfigParsePool {
       // A used worker is replaced by a fresh one; a fresh one is kept (not ended when idle).
       if (!this.used) return;
       clearTimeout(this.idleTimer);
+      if (this.lastSize < this.spareMinChars) {
+        this.stopWorker();
+        return;
+      }
       this.idleTimer = setTimeout(() => this.replaceUsedWorker(), this.spareDelayMs);
       this.idleTimer.unref();
       return;
