@@ -2,7 +2,7 @@
 // gRPC request on a real socket to its count in a real redis-server and back. V8's precise coverage
 // (node:inspector, call counts) is reset after a warm-up, one decision is made, and every file with a
 // function called at least once is on the path; the HTTP/2 package (h2grpc/) counts as one door.
-// The path may not grow past CEILING_FILES, which is to come down to MAX_FILES; docs/development.md
+// The path may not grow past MAX_FILES; docs/development.md
 // lists it file by file, and the test fails when the list there and the measured path differ, naming
 // what to add or remove.
 import t from 'tap';
@@ -15,11 +15,6 @@ import { descriptor, startTestApp } from './test-support.js';
 
 /** The most files of the service one decision may cross. */
 export const MAX_FILES = 15;
-/**
- * The most it crosses today, enforced until it is MAX_FILES: counting/ and redis/ still take 10 files
- * of the path (the batching and Redis send layers are being merged), the rest of the service 7.
- */
-export const CEILING_FILES = 17;
 
 const ROOT = dirname(dirname(fileURLToPath(import.meta.url)));
 const DOC = join(ROOT, 'docs/development.md');
@@ -128,12 +123,9 @@ t.test('one ShouldRateLimit decision over gRPC, counted in Redis', async (t) => 
   t.comment(`${measured.length} files:\n${measured.join('\n')}`);
 
   t.ok(
-    measured.length <= CEILING_FILES,
-    `one decision crosses ${measured.length} files of the service, at most ${CEILING_FILES}`,
+    measured.length <= MAX_FILES,
+    `one decision crosses ${measured.length} files of the service, at most ${MAX_FILES}`,
   );
-  t.ok(measured.length <= MAX_FILES, `one decision crosses at most ${MAX_FILES} files`, {
-    todo: CEILING_FILES > MAX_FILES && 'counting/ and redis/ take 10 files of the path',
-  });
   const documented = documentedPath(readFileSync(DOC, 'utf8'));
   t.same(
     {

@@ -3,7 +3,7 @@
 // (shardOf, asked once per op and check and handed down with the batch), so the layers under it
 // (circuit breaker, deadline, connection) cost once per flush and a slow shard delays only its own keys.
 //
-// When a flush goes (FlushPolicy): by default at the end of the turn (turn.ts: the current callback's
+// When a flush goes (FlushPolicy): by default at the end of the turn (scheduleTurnFlush: the current callback's
 // calls when no store call of ours is in flight, the whole event-loop turn's while one is, which is
 // where merging pays); with a pipeline window (REDIS_PIPELINE_WINDOW, REDIS_PIPELINE_LIMIT, and the
 // REDIS_PERSECOND_ ones for SECOND-unit items) when the window elapses or the queue holds the limit's
@@ -20,7 +20,6 @@
 //
 // Settlement: each op and check of a batch settles on its own; a request of increment or evaluate fails
 // whole with its first failed item, a request of incrementEach gets per op its count or its error.
-import { scheduleTurnFlush } from './turn.js';
 import {
   MAX_OP_HITS,
   failedBatch,
@@ -35,7 +34,7 @@ import {
 
 /** When a lane's queued calls go to the store. */
 export interface FlushPolicy {
-  /** How long calls wait for more, in ms (REDIS_PIPELINE_WINDOW); 0: the end of the turn (turn.ts). */
+  /** How long calls wait for more, in ms (REDIS_PIPELINE_WINDOW); 0: the end of the turn (scheduleTurnFlush). */
   readonly windowMs: number;
   /** Commands queued (2 per counter op, 1 per check) that flush at once (REDIS_PIPELINE_LIMIT); 0: none. */
   readonly limit: number;
@@ -337,4 +336,14 @@ export class CoalescingCounterStore implements CounterStore {
     for (const lane of this.lanes) if (lane.scheduled) this.flush(lane);
     return this.inner.close();
   }
+}
+
+// When the batcher's turn flush goes (coalescing.ts, without a pipeline window): with none of its store
+// calls in flight, at the end of the current callback (process.nextTick), so a lone call does not wait
+// for the rest of the turn (a wait that shows in p99, docs/decisions/007-hot-path-shapes.md); with one in
+// flight, at the end of the turn (setImmediate), so the turn's calls leave together, which is where
+// batching pays.
+export function scheduleTurnFlush(flush: () => void, inFlight: number): void {
+  if (inFlight === 0) process.nextTick(flush);
+  else setImmediate(flush);
 }

@@ -8,7 +8,6 @@
 export * from './store.js';
 export * from './algorithms.js';
 export * from './key-bytes.js';
-export * from './turn.js';
 export * from './coalescing.js';
 export * from './write-behind.js';
 export * from './circuit-breaker.js';

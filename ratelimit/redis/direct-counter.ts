@@ -29,8 +29,7 @@ import type { RedisSettings, TlsFiles } from '../settings/index.js';
 import { parseAuth, parseRedisTarget, tlsOptions } from './client-options.js';
 import { LIMIT_SCRIPT } from './limit-script.js';
 import { incrbyErrorResult, isReadOnlyReply, replyError } from './reply-errors.js';
-import { countOf } from './reply-shapes.js';
-import { RespReplyReader, respArray, respAuth, respCommand3 } from './resp-reader.js';
+import { countOf, RespReplyReader, respArray, respAuth, respCommand3 } from './resp-reader.js';
 
 /**
  * Nothing was counted and ioredis can do what this connection cannot: a master demoted to replica
@@ -177,7 +176,7 @@ class Conn {
     if (isError) this.errorReply(w, i, String(value));
     else if (w.results) {
       if (w.step === 1) w.results[i] = value;
-      // The INCRBY's reply: its count, or the op's CacheError when it is not one (reply-shapes.ts).
+      // The INCRBY's reply: its count, or the op's CacheError when it is not one (countOf, resp-reader.ts).
       else if ((i & 1) === 0) w.results[i >> 1] = countOf(value);
     }
     if (--w.left > 0) return;

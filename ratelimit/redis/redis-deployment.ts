@@ -15,7 +15,7 @@ import {
 import { clusterSlot } from './cluster-slot.js';
 import { ResendThroughIoredis } from './direct-counter.js';
 import { LIMIT_SCRIPT, runLimitScript } from './limit-script.js';
-import { countOf, storedCountOf, verdictOf } from './reply-shapes.js';
+import { countOf, storedCountOf, verdictOf } from './resp-reader.js';
 import { RedisConnection, withTimeout } from './redis-connection.js';
 import {
   cacheError,

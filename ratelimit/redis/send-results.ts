@@ -3,7 +3,7 @@
 // of the whole call as a CacheError. Used by RedisDeployment (redis-deployment.ts) and its layers.
 import { CacheError, MAX_OP_HITS } from '../counting/index.js';
 import { incrbyErrorResult, isReplyError, replyError } from './reply-errors.js';
-import { countOf } from './reply-shapes.js';
+import { countOf } from './resp-reader.js';
 
 export type ExecResult = [Error | null, unknown][] | null;
 
