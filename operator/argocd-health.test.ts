@@ -126,12 +126,12 @@ t.test('Degraded: invalid (naming the generation still served), a conflict, a NA
   t.same(nacked, { status: 'Degraded', message: 'Nacked: pod q (1.2.3.4:5 via r) rejected version v1: no' });
 });
 
-t.test('docs/operator.md shows the script exactly as the file has it', async (t) => {
+t.test('docs/operator.md installs the script under the key Argo CD reads', async (t) => {
   const doc = readFileSync(join(REPO_ROOT, 'docs', 'operator.md'), 'utf8');
-  const indented = script
-    .trimEnd()
-    .split('\n')
-    .map((l) => (l === '' ? '' : `    ${l}`))
-    .join('\n');
-  t.ok(doc.includes(indented), 'the argocd-cm example in docs/operator.md holds the .lua file, indented');
+  const key = 'resource.customizations.health.ratelimit.envoyproxy.io_RateLimitConfig';
+  t.ok(
+    doc.includes(`--rawfile lua docs/argocd/ratelimitconfig-health.lua`),
+    'the command reads the .lua file',
+  );
+  t.ok(doc.includes(`{data: {"${key}": $lua}}`), 'the command writes it under the health key');
 });
