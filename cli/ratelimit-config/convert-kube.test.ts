@@ -19,13 +19,29 @@ t.before(async () => {
 });
 t.teardown(async () => kube?.stop());
 
+/**
+ * Descriptors without the `value: ""` the API server stores on an entry written without a value (the
+ * CRD's list-map key default); an empty value means none, to the service as to the reference.
+ */
+function withoutEmptyValues(list: unknown): unknown {
+  if (!Array.isArray(list)) return list;
+  return list.map((entry: Record<string, unknown>) => {
+    const { value, descriptors, ...rest } = entry;
+    return {
+      ...rest,
+      ...(value === '' || value === undefined ? {} : { value }),
+      ...(descriptors === undefined ? {} : { descriptors: withoutEmptyValues(descriptors) }),
+    };
+  });
+}
+
 /** domain → { domain, descriptors } as the validator reads every document under the paths. */
 function parsed(paths: string[]): Map<string, unknown> {
   const out = new Map<string, unknown>();
   for (const src of readSources(paths)) {
     if (src.kind !== 'config' && src.kind !== 'manifest') continue;
     const doc = checkDocument(src.file, src.document).document!;
-    out.set(doc.domain, { domain: doc.domain, descriptors: doc.descriptors ?? [] });
+    out.set(doc.domain, { domain: doc.domain, descriptors: withoutEmptyValues(doc.descriptors ?? []) });
   }
   return out;
 }
