@@ -30,6 +30,10 @@ import {
 
 const NONE: readonly never[] = Object.freeze([]);
 
+const keyOfOp = (op: CounterOp): string => op.key;
+const keyOfCheck = (check: LimitCheck): string => check.keys[0]!;
+const asError = (err: unknown): Error => err as Error;
+
 /** A batch's results from its two parts, either of which may be absent (nothing of that kind sent). */
 function both(
   counts: Promise<(number | Error)[]> | undefined,
@@ -199,34 +203,32 @@ export class RedisDeployment extends RedisConnection {
    * ops one ioredis pipeline per master and the checks one script call each to their keys' node.
    */
   private sendCluster(ops: readonly CounterOp[], checks: readonly LimitCheck[]): Promise<BatchResults> {
-    const c = this.client as Cluster;
-    const direct = this.clusterDirect;
     return both(
-      ops.length === 0
-        ? undefined
-        : this.perMaster(
-            ops,
-            (op) => op.key,
-            (node, part) => {
-              const d = typeof node === 'string' ? direct?.usable(node) : undefined;
-              if (d !== undefined) return this.countsDirect(d, part, this.resendCluster);
-              return part.length === 1 ? this.execClusterGroup(c, part) : this.execNodeGroup(c, part);
-            },
-            (err) => err as Error,
-          ),
+      ops.length === 0 ? undefined : this.perMaster(ops, keyOfOp, this.countsOnMaster, asError),
       checks.length === 0
         ? undefined
-        : this.perMaster(
-            checks,
-            (check) => check.keys[0]!,
-            (node, part) => {
-              const d = typeof node === 'string' ? direct?.usable(node) : undefined;
-              return d !== undefined ? this.verdictsDirect(d, part) : this.verdictsIoredis(part);
-            },
-            scriptFailure,
-          ),
+        : this.perMaster(checks, keyOfCheck, this.verdictsOnMaster, scriptFailure),
     );
   }
+
+  /** The master's direct connection when it has a usable one (`node`: its key in the slot map). */
+  private directTo(node: string | number): DirectCounter | undefined {
+    return typeof node === 'string' ? this.clusterDirect?.usable(node) : undefined;
+  }
+
+  /** One master's counters (bound once: no closure per call). */
+  private readonly countsOnMaster = (node: string | number, part: CounterOp[]) => {
+    const d = this.directTo(node);
+    if (d !== undefined) return this.countsDirect(d, part, this.resendCluster);
+    const c = this.client as Cluster;
+    return part.length === 1 ? this.execClusterGroup(c, part) : this.execNodeGroup(c, part);
+  };
+
+  /** One master's checks. */
+  private readonly verdictsOnMaster = (node: string | number, part: LimitCheck[]) => {
+    const d = this.directTo(node);
+    return d !== undefined ? this.verdictsDirect(d, part) : this.verdictsIoredis(part);
+  };
 
   /**
    * Items grouped by the master the slot map names for their key (before the first slot map, by
