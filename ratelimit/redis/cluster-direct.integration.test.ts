@@ -62,21 +62,25 @@ function ownerOf(masters: ClusterNodeInfo[], key: string): ClusterNodeInfo {
 }
 
 /**
- * Per master (by port), which connection last ran EXPIRE while `act` ran: ioredis' own connection to
- * each master is marked by a CLIENT ID sent through it first, then CLIENT LIST names the connection
- * whose last command was EXPIRE.
+ * Per master (by port), which connection of `d` last ran EXPIRE while `act` ran: ioredis' own
+ * connection to each master is marked by a CLIENT ID sent through it first (and so are those of
+ * `others`, whose last command must not pass for d's), then CLIENT LIST names the connection whose last
+ * command was EXPIRE.
  */
 async function expireRanOn(
   d: RedisDeployment,
   cluster: RedisCluster,
   password: string | undefined,
   act: () => Promise<unknown>,
+  others: RedisDeployment[] = [],
 ): Promise<Map<number, 'direct' | 'ioredis' | 'none'>> {
   const ids = new Map<number, string>();
-  for (const node of (d.client as Cluster).nodes('master')) {
-    // A node ioredis still lists after it died answers nothing: it is not marked.
-    const id = await node.call('CLIENT', 'ID').catch(() => undefined);
-    if (id !== undefined) ids.set(Number(node.options.port), String(id));
+  for (const x of [d, ...others]) {
+    for (const node of (x.client as Cluster).nodes('all')) {
+      // A node ioredis still lists after it died answers nothing: it is not marked.
+      const id = await node.call('CLIENT', 'ID').catch(() => undefined);
+      if (id !== undefined && x === d) ids.set(Number(node.options.port), String(id));
+    }
   }
   await act();
   const out = new Map<number, 'direct' | 'ioredis' | 'none'>();
@@ -175,9 +179,13 @@ t.test('three masters, with a password', async (t) => {
     t.equal((await commandCalls(cluster, PASSWORD, 'expire')) - expireBefore, sent, 'one EXPIRE per op');
 
     const one = (p: string) => keyPerMaster(masters, `${p}:one`).map((k) => op(k));
-    const onDirect = await expireRanOn(direct, cluster, PASSWORD, () => direct.increment(one('d')));
+    const onDirect = await expireRanOn(direct, cluster, PASSWORD, () => direct.increment(one('d')), [
+      viaIoredis,
+    ]);
     t.same([...onDirect.values()], ['direct', 'direct', 'direct'], 'every master counted directly');
-    const onIoredis = await expireRanOn(viaIoredis, cluster, PASSWORD, () => viaIoredis.increment(one('i')));
+    const onIoredis = await expireRanOn(viaIoredis, cluster, PASSWORD, () => viaIoredis.increment(one('i')), [
+      direct,
+    ]);
     t.same(
       [...onIoredis.values()],
       ['ioredis', 'ioredis', 'ioredis'],
