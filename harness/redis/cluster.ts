@@ -283,6 +283,9 @@ async function startClusterNode(
         `tls-cert-file ${certs.certPath}`,
         `tls-key-file ${certs.keyPath}`,
         `tls-ca-cert-file ${certs.caPath}`,
+        // the node's side of bus and replication connections (the server certificate is not a client's)
+        `tls-client-cert-file ${certs.clientCertPath}`,
+        `tls-client-key-file ${certs.clientKeyPath}`,
         'tls-auth-clients no',
         'tls-cluster yes',
         'tls-replication yes',
