@@ -2,7 +2,7 @@
 // then the cross-field rules of schema.ts, with the reference's wording. Every door (YAML files,
 // xDS resources, custom resources) goes through here.
 import type { ErrorObject } from 'ajv';
-import { suggest } from '../../common/index.js';
+import { suggest } from '../../common/suggest.js';
 import { DESCRIPTOR_DEPTH_MESSAGE, descriptorTooDeep } from './depth.js';
 import { ConfigError } from './errors.js';
 import {
