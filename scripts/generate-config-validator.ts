@@ -13,8 +13,11 @@ import { writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Ajv } from 'ajv';
-import standaloneCode from 'ajv/dist/standalone/index.js';
+import standalone from 'ajv/dist/standalone/index.js';
 import { configSchema } from '../ratelimit/config/index.js';
+
+// A CommonJS module whose exports are the function, also as `default` (which is what its types say).
+const standaloneCode = standalone.default;
 
 /** The options validate.ts's errors are built for (see its schemaErrorToConfigError). */
 export const AJV_OPTIONS = { allErrors: true, strict: true, verbose: true } as const;
