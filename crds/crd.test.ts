@@ -107,14 +107,13 @@ t.test('every valid example is a RateLimitConfig whose spec the service validato
 
 t.test('every invalid example says what it expects and the service validator rejects it too', async (t) => {
   const operatorDoc = readFileSync(join(EXAMPLES, '..', 'docs', 'operator.md'), 'utf8');
+  t.ok(operatorDoc.includes('(../examples/invalid/)'), 'docs/operator.md points at the invalid examples');
   const files = docsIn(join(EXAMPLES, 'invalid'));
   t.ok(files.length >= 10);
   for (const { file, text, docs } of files) {
     t.match(text, /^# expect: .+$/m, `${file} names the expected API server message`);
     const kubectl = /^# kubectl apply: (.+)$/m.exec(text)?.[1];
     t.ok(kubectl, `${file} names what client-side kubectl apply prints`);
-    const row = new RegExp(`^\\| \`${file}\` +\\| \`([^\`]+)\` +\\|$`, 'm').exec(operatorDoc);
-    t.equal(row?.[1], kubectl, `docs/operator.md shows ${file}'s message`);
     t.not(validateDocument(file, specDocument(docs[0].spec)).length, 0, `${file} is invalid to the service`);
   }
 });
