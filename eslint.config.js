@@ -39,13 +39,17 @@ const LAYERS = {
 // benchmark's load generator) HTTP/2's wire facts and the HPACK coder; control-plane/config-set/index.ts
 // gives ratelimit-config the config set (read, checked, its problems printed) without the ADS server.
 // ratelimit/config/model.ts gives the service's main thread the config model without the YAML reader
-// and the validator (they load on the parse worker); ratelimit/sources/file.ts and xds.ts give it each
+// and the validator (they load on the parse worker), and ratelimit/config/readers.ts gives the parse worker
+// the YAML reader and the validator without the compiled model; common/suggest.ts gives the validator its
+// "did you mean" without common/'s logger (pino); ratelimit/sources/file.ts and xds.ts give the main thread each
 // config source alone, so the xDS client (grpc-js) loads only with CONFIG_TYPE=GRPC_XDS_*. The
 // Prometheus mapping (ratelimit/stats/prometheus/) is outside stats/index.ts: it loads with USE_PROMETHEUS.
 const ENTRIES = [
   'ratelimit/stats/prometheus/mapper.ts',
   'ratelimit/stats/prometheus/default-mapping.ts',
   'ratelimit/config/model.ts',
+  'ratelimit/config/readers.ts',
+  'common/suggest.ts',
   'ratelimit/sources/file.ts',
   'ratelimit/sources/xds.ts',
   'control-plane/config-set/index.ts',
@@ -55,7 +59,16 @@ const ENTRIES = [
 ];
 
 export default tseslint.config(
-  { ignores: ['**/node_modules/**', '**/dist/**', '**/.tap/**', 'papers/public/**'] },
+  // Generated code (scripts/generate-config-validator.ts) is checked by its test, not linted.
+  {
+    ignores: [
+      '**/node_modules/**',
+      '**/dist/**',
+      '**/.tap/**',
+      'papers/public/**',
+      'ratelimit/config/schema-validator.generated.ts',
+    ],
+  },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

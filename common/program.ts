@@ -6,37 +6,13 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { parseListenAddress } from './http-endpoint.js';
+import { suggest } from './suggest.js';
+
+export { editDistance, suggest } from './suggest.js';
 
 /** Bad usage: exit 2. */
 export class UsageError extends Error {
   override name = 'UsageError';
-}
-
-/** Levenshtein distance (insert, delete, substitute: 1 each). */
-export function editDistance(a: string, b: string): number {
-  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const cur = [i];
-    for (let j = 1; j <= b.length; j++) {
-      cur[j] = Math.min(prev[j]! + 1, cur[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
-    }
-    prev = cur;
-  }
-  return prev[b.length]!;
-}
-
-/** The closest candidate within distance 2 (ties: the first), or undefined. */
-export function suggest(word: string, candidates: readonly string[]): string | undefined {
-  let best: string | undefined;
-  let bestDistance = 3;
-  for (const c of candidates) {
-    const d = editDistance(word, c);
-    if (d < bestDistance) {
-      best = c;
-      bestDistance = d;
-    }
-  }
-  return best;
 }
 
 /** The version in the package.json above this file (source tree and dist/ alike). */

@@ -1,10 +1,12 @@
 // A real Redis Cluster on free loopback ports (masters, optional replicas, made with redis-cli --cluster
 // create), with failover helpers that kill a master and wait until the cluster has promoted its replica.
 import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Cluster, type ClusterOptions } from 'ioredis';
 import { LOOPBACK, freePort, makeTempDir, removeTempDir, waitUntil } from '../net.js';
+import { makeCerts, type CertPaths } from '../tls.js';
 import { clusterSlot } from '../../ratelimit/redis/index.js';
 import { baseConfig, ClientSet, DEFAULT_START_DEADLINE_MS, RedisNode, withPortRetry } from './node.js';
 import { parseInfo, respCommand, respCommands, type RespTarget } from './resp.js';
@@ -25,6 +27,11 @@ export interface StartRedisClusterOptions {
   password?: string;
   /** Extra redis-server args for every node. */
   args?: string[];
+  /**
+   * TLS only on every node (clients, cluster bus, replication), with certificates made for
+   * 127.0.0.1; clients are not asked for a certificate.
+   */
+  tls?: boolean;
   startDeadlineMs?: number;
 }
 
@@ -113,6 +120,8 @@ export class RedisCluster {
     readonly nodes: ClusterNodeHandle[],
     readonly dir: string,
     private readonly password: string | undefined,
+    /** With `tls`: the certificates (the CA verifies every node). */
+    readonly certs?: CertPaths,
   ) {}
 
   /** Comma-separated host:port of every node, as REDIS_URL expects for REDIS_TYPE=cluster. */
@@ -121,7 +130,7 @@ export class RedisCluster {
   }
 
   private probe(port: number): RespTarget {
-    return { port, password: this.password };
+    return probeOf(port, this.password, this.certs);
   }
 
   /** Current topology as seen by a live node. */
@@ -146,7 +155,11 @@ export class RedisCluster {
   }
 
   clientOptions(overrides: ClusterOptions = {}): ClusterOptions {
-    return { ...(this.password ? { redisOptions: { password: this.password } } : {}), ...overrides };
+    const redisOptions = {
+      ...(this.password ? { password: this.password } : {}),
+      ...(this.certs ? { tls: { ca: readFileSync(this.certs.caPath) } } : {}),
+    };
+    return { ...(Object.keys(redisOptions).length > 0 ? { redisOptions } : {}), ...overrides };
   }
 
   /** An ioredis Cluster client seeded with every node. */
@@ -235,19 +248,26 @@ export class RedisCluster {
   }
 }
 
+/** How the harness reaches a node: its password, and with TLS the CA that verifies it. */
+function probeOf(port: number, password: string | undefined, certs: CertPaths | undefined): RespTarget {
+  return { port, password, ...(certs ? { tls: { ca: readFileSync(certs.caPath) } } : {}) };
+}
+
 async function startClusterNode(
   dir: string,
   i: number,
   opts: StartRedisClusterOptions,
   deadlineMs: number,
+  certs: CertPaths | undefined,
 ): Promise<RedisNode> {
   let attempt = 0;
   return withPortRetry(async () => {
     const port = await freePort();
     const busPort = await freePort();
     const nodeDir = join(dir, `node${i}-${attempt++}`);
+    // with TLS, serve TLS only: the plain port is off
     const config = [
-      ...baseConfig(nodeDir, port),
+      ...baseConfig(nodeDir, certs ? 0 : port),
       'cluster-enabled yes',
       'cluster-config-file nodes.conf',
       `cluster-node-timeout ${opts.nodeTimeoutMs ?? 2000}`,
@@ -257,6 +277,20 @@ async function startClusterNode(
     ];
     if (opts.password !== undefined)
       config.push(`requirepass ${opts.password}`, `masterauth ${opts.password}`);
+    if (certs) {
+      config.push(
+        `tls-port ${port}`,
+        `tls-cert-file ${certs.certPath}`,
+        `tls-key-file ${certs.keyPath}`,
+        `tls-ca-cert-file ${certs.caPath}`,
+        // the node's side of bus and replication connections (the server certificate is not a client's)
+        `tls-client-cert-file ${certs.clientCertPath}`,
+        `tls-client-key-file ${certs.clientKeyPath}`,
+        'tls-auth-clients no',
+        'tls-cluster yes',
+        'tls-replication yes',
+      );
+    }
     const node = new RedisNode({
       name: `redis-cluster-node${i}`,
       binary: 'redis-server',
@@ -264,7 +298,7 @@ async function startClusterNode(
       port,
       config,
       args: opts.args,
-      probe: { port, password: opts.password },
+      probe: probeOf(port, opts.password, certs),
     });
     await node.start(deadlineMs);
     return node;
@@ -284,8 +318,9 @@ export async function startRedisCluster(opts: StartRedisClusterOptions = {}): Pr
     removeTempDir(dir);
   };
   try {
+    const certs = opts.tls ? await makeCerts(join(dir, 'certs')) : undefined;
     const started = await Promise.allSettled(
-      Array.from({ length: total }, (_, i) => startClusterNode(dir, i, opts, deadlineMs)),
+      Array.from({ length: total }, (_, i) => startClusterNode(dir, i, opts, deadlineMs, certs)),
     );
     for (const s of started) if (s.status === 'fulfilled') nodes.push(s.value);
     const failed = started.find((s) => s.status === 'rejected');
@@ -294,6 +329,7 @@ export async function startRedisCluster(opts: StartRedisClusterOptions = {}): Pr
     const args = ['--cluster', 'create', ...nodes.map((n) => `${LOOPBACK}:${n.port}`)];
     args.push('--cluster-replicas', String(replicas), '--cluster-yes');
     if (opts.password !== undefined) args.push('-a', opts.password, '--no-auth-warning');
+    if (certs) args.push('--tls', '--cacert', certs.caPath);
     try {
       await execFileP('redis-cli', args, { timeout: Math.max(1000, deadline - Date.now()) });
     } catch (err) {
@@ -305,7 +341,7 @@ export async function startRedisCluster(opts: StartRedisClusterOptions = {}): Pr
     }
 
     // Every node: cluster_state:ok, knows all nodes; every replica: replication link up.
-    const probe = (port: number): RespTarget => ({ port, password: opts.password });
+    const probe = (port: number): RespTarget => probeOf(port, opts.password, certs);
     await waitUntil(
       async () => {
         for (const n of nodes) {
@@ -357,7 +393,7 @@ export async function startRedisCluster(opts: StartRedisClusterOptions = {}): Pr
         logTail: (lines?: number) => n.logTail(lines),
       };
     });
-    return new RedisCluster(nodes, handles, dir, opts.password);
+    return new RedisCluster(nodes, handles, dir, opts.password, certs);
   } catch (err) {
     await cleanup();
     throw err;

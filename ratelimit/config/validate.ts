@@ -1,8 +1,8 @@
 // Validation of one configuration document: the JSON Schema (structure, types, unknown keys) and
 // then the cross-field rules of schema.ts, with the reference's wording. Every door (YAML files,
 // xDS resources, custom resources) goes through here.
-import { Ajv, type ErrorObject } from 'ajv';
-import { suggest } from '../../common/index.js';
+import type { ErrorObject } from 'ajv';
+import { suggest } from '../../common/suggest.js';
 import { DESCRIPTOR_DEPTH_MESSAGE, descriptorTooDeep } from './depth.js';
 import { ConfigError } from './errors.js';
 import {
@@ -10,10 +10,10 @@ import {
   MAX_LIMITS_PER_DESCRIPTOR,
   MAX_TOKEN_BUCKET_REFILL_SECONDS,
   QUOTA_UNITS,
-  configSchema,
 } from './schema.js';
 import { UNITS, UNIT_SECONDS, parseUnit } from './units.js';
 import { compositeKey } from './keys.js';
+import { validate as generatedValidator } from './schema-validator.generated.js';
 
 export { compositeKey };
 
@@ -57,9 +57,15 @@ export interface ConfigDoc {
   readonly descriptors?: readonly DescriptorDoc[];
 }
 
-// verbose: an error carries the schema it failed (an unknown key's message suggests the nearest known one).
-const ajv = new Ajv({ allErrors: true, strict: true, verbose: true });
-const validateSchema = ajv.compile(configSchema);
+/**
+ * configSchema's validator: Ajv's code for it, generated ahead of time (scripts/generate-config-validator.ts)
+ * with allErrors (every error, not the first) and verbose (an error carries the schema it failed: an
+ * unknown key's message suggests the nearest known one), so no schema is compiled at run time.
+ */
+const validateSchema = generatedValidator as unknown as {
+  (data: unknown): boolean;
+  errors?: ErrorObject[] | null;
+};
 
 /**
  * Drops object properties whose value is null, recursively (not null list items). A YAML `key:` with

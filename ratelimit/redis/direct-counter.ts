@@ -7,11 +7,14 @@
 // was most of the decision's CPU. The commands and their order are the same as the ioredis
 // path's, byte for byte what the reference sends.
 //
-// Scope, kept small on purpose: a `single` or `sentinel` master, TCP or unix socket, TLS for `single`.
-// ioredis still owns everything else: it finds the master (sentinel), health, PING, GET, scripts, the
-// cluster. This connection follows ioredis: it is used only while ioredis is connected, to the address
-// ioredis is connected to, and it reconnects whenever ioredis has (a failover, a restart). When it is not
-// usable the deployment sends through ioredis as before, so an outage behaves exactly as without it.
+// Scope, kept small on purpose: a `single` or `sentinel` master, or one master of a cluster (one
+// connection per master, cluster-direct.ts), TCP or unix socket, TLS except for `sentinel`. ioredis
+// still owns everything else: it finds the master (sentinel) and the slot map (cluster), health, PING,
+// GET, loading a script the server lacks, redirections. This connection follows one ioredis connection
+// (the client's, or on a cluster the master node's): it is used only while that one is connected, to
+// the address it is connected to, and it reconnects whenever ioredis has (a failover, a restart). When
+// it is not usable the deployment sends through ioredis as before, so an outage behaves exactly as
+// without it.
 import { createHash } from 'node:crypto';
 import { isIP, connect as netConnect, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
@@ -26,16 +29,18 @@ import {
   type LimitVerdict,
 } from '../counting/index.js';
 import type { RedisSettings, TlsFiles } from '../settings/index.js';
-import { parseAuth, parseRedisTarget, tlsOptions } from './client-options.js';
+import { parseAuth, tlsOptions } from './client-options.js';
 import { LIMIT_SCRIPT } from './limit-script.js';
-import { incrbyErrorResult, isReadOnlyReply, replyError } from './reply-errors.js';
+import { incrbyErrorResult, isReadOnlyReply, isRedirectReply, replyError } from './reply-errors.js';
 import { countOf, RespReplyReader, respArray, respAuth, respCommand3 } from './resp-reader.js';
 
 /**
  * Nothing was counted and ioredis can do what this connection cannot: a master demoted to replica
- * refused the write (ioredis finds the new master), or the script is not loaded on the server (ioredis
- * sends it with EVAL). As a whole request's rejection: nothing of it was sent. As one op's result: that
- * op (and only it) was refused, and the deployment resends it, alone, through ioredis.
+ * refused the write (ioredis finds the new master), a cluster node redirected it (MOVED, ASK,
+ * TRYAGAIN, CLUSTERDOWN: ioredis follows the redirection and refreshes its slot map), or the script is
+ * not loaded on the server (ioredis sends it with EVAL). As a whole request's rejection: nothing of it
+ * was sent. As one op's result: that op (and only it) was refused, and the deployment resends it,
+ * alone, through ioredis.
  */
 export class ResendThroughIoredis extends CacheError {}
 
@@ -194,9 +199,9 @@ class Conn {
   }
 
   /**
-   * An error reply settles its own op only. A refused write (READONLY: the server is a replica now) or a
-   * missing script (NOSCRIPT) is marked for a resend through ioredis: it did not run, while the ops
-   * before it in the same request did, and must not be sent again.
+   * An error reply settles its own op only. A refused write (READONLY: the server is a replica now), a
+   * cluster's redirection or a missing script (NOSCRIPT) is marked for a resend through ioredis: it did
+   * not run, while the ops before it in the same request did, and must not be sent again.
    */
   private errorReply(w: Waiting, i: number, message: string): void {
     const results = w.results;
@@ -215,13 +220,14 @@ class Conn {
       // The INCRBY's reply decides the op. An EXPIRE refused after its INCRBY ran keeps the count: a
       // resend would count the op twice.
       if ((i & 1) !== 0) return;
-      results[i >> 1] = readOnly
-        ? new ResendThroughIoredis(`redis INCRBY refused: ${message}`)
-        : incrbyErrorResult(message);
+      results[i >> 1] =
+        readOnly || isRedirectReply(message)
+          ? new ResendThroughIoredis(`redis INCRBY refused: ${message}`)
+          : incrbyErrorResult(message);
       return;
     }
     results[i] =
-      readOnly || message.startsWith('NOSCRIPT')
+      readOnly || isRedirectReply(message) || message.startsWith('NOSCRIPT')
         ? new ResendThroughIoredis(`redis ${w.what} refused: ${message}`)
         : replyError(`redis ${w.what} failed: ${message}`, message);
   }
@@ -256,11 +262,12 @@ export class DirectCounter {
 
   /** Whether a deployment with these settings can count directly (see the scope above). */
   static supports(s: RedisSettings): boolean {
-    return s.directCounting && (s.type === 'single' || (s.type === 'sentinel' && !s.tls));
+    return s.directCounting && (s.type !== 'sentinel' || !s.tls);
   }
 
   constructor(
-    private readonly client: Redis,
+    /** The ioredis connection this one follows: the client's, or on a cluster its master node's. */
+    readonly client: Redis,
     private readonly settings: RedisSettings,
     private readonly tlsFiles: TlsFiles,
     private readonly variablePrefix: string,
@@ -416,9 +423,9 @@ export class DirectCounter {
       const port = stream.remotePort;
       if (!host || !port) return undefined;
       if (s.tls) {
-        // `single` only (supports()): verify the name REDIS_URL gives, as ioredis does.
-        const target = parseRedisTarget(s, `${this.variablePrefix}_URL`);
-        const name = 'host' in target ? target.host : undefined;
+        // Not `sentinel` (supports()): verify the name ioredis dialed (REDIS_URL's, or the cluster
+        // node's as the slot map names it), as ioredis does.
+        const name = this.client.options.host;
         sock = tlsConnect({
           ...tlsOptions(this.tlsFiles),
           host,

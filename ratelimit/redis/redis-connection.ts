@@ -1,4 +1,4 @@
-// One Redis deployment's connection: its ioredis client and the direct counting connection beside it,
+// One Redis deployment's connection: its ioredis client and the direct counting connection(s) beside it,
 // the startup wait (connect), the bound on commands waiting on a connection, the per-tick cork of its
 // writes, health (PING, isHealthy), and what a `single` Redis answering READONLY does (ROLE polled
 // until it is a master again, or a reconnect through the address). The commands that count are sent by
@@ -16,6 +16,7 @@ import {
   type StartupBackoff,
 } from './client-options.js';
 import { RequestDeadlines } from './deadlines.js';
+import { ClusterDirectCounters } from './cluster-direct.js';
 import { clusterSlot } from './cluster-slot.js';
 import { DirectCounter } from './direct-counter.js';
 import { defineLimitScript } from './limit-script.js';
@@ -36,6 +37,8 @@ export class RedisConnection {
   protected readonly busy: CacheBusyError;
   /** INCRBY + EXPIRE on a connection of our own while ioredis is connected (direct-counter.ts). */
   protected readonly direct: DirectCounter | undefined;
+  /** On a cluster: the same, one per master (cluster-direct.ts). */
+  protected readonly clusterDirect: ClusterDirectCounters | undefined;
   protected closing = false;
   /** True once the deployment has answered a PING (health: ready for the cache). */
   everConnected = false;
@@ -72,16 +75,25 @@ export class RedisConnection {
       `${name}_MAX_OUTSTANDING_COMMANDS (${this.maxOutstanding}) commands wait on the redis connection: not sent`,
     );
     defineLimitScript(this.client);
-    this.direct = DirectCounter.supports(settings)
-      ? new DirectCounter(
-          this.client as Redis,
-          settings,
-          tlsFiles,
-          name,
-          logger,
-          settings.type === 'single' ? this.sawReadOnly : undefined,
-        )
-      : undefined;
+    const direct = DirectCounter.supports(settings);
+    this.direct =
+      direct && !this.isCluster
+        ? new DirectCounter(
+            this.client as Redis,
+            settings,
+            tlsFiles,
+            name,
+            logger,
+            settings.type === 'single' ? this.sawReadOnly : undefined,
+          )
+        : undefined;
+    this.clusterDirect =
+      direct && this.isCluster
+        ? new ClusterDirectCounters(
+            this.client as Cluster,
+            (node) => new DirectCounter(node, settings, tlsFiles, name, logger),
+          )
+        : undefined;
     // ioredis reconnects by itself; without a listener an 'error' event would crash the process.
     this.client.on('error', (err: Error) => {
       this.lastConnectionError = err.message;
@@ -109,6 +121,11 @@ export class RedisConnection {
     if (nodeKey === undefined) return undefined;
     for (const n of c.nodes('master')) if (`${n.options.host}:${n.options.port}` === nodeKey) return n;
     return undefined;
+  }
+
+  /** Direct counting connections kept: on a cluster one per master at most (for tests). */
+  get directCounters(): number {
+    return this.clusterDirect?.size ?? (this.direct ? 1 : 0);
   }
 
   /** What the deployment connects to, for log lines. */

@@ -1,9 +1,10 @@
 // One Redis deployment (the REDIS_* one, or the REDIS_PERSECOND_* one): sends the batches it is given
 // with the reference's commands (per counter `INCRBY key hits` + `EXPIRE key seconds`, per check the
 // limit script), one send path per transport: the direct RESP connection where it applies
-// (direct-counter.ts), ioredis' commands on one connection otherwise, and per-master pipelines on a
-// cluster. Batching is the batcher's (counting/coalescing.ts), never done here. The connection,
-// health and READONLY handling are redis-connection.ts's.
+// (direct-counter.ts; on a cluster one per master, cluster-direct.ts), ioredis' commands on one
+// connection otherwise, and per-master pipelines on a cluster. Batching is the batcher's
+// (counting/coalescing.ts), never done here. The connection, health and READONLY handling are
+// redis-connection.ts's.
 import type { Cluster, Redis } from 'ioredis';
 import {
   allOrFirstError,
@@ -13,8 +14,9 @@ import {
   type LimitVerdict,
 } from '../counting/index.js';
 import { clusterSlot } from './cluster-slot.js';
-import { ResendThroughIoredis } from './direct-counter.js';
+import { ResendThroughIoredis, type DirectCounter } from './direct-counter.js';
 import { LIMIT_SCRIPT, runLimitScript } from './limit-script.js';
+import { isRedirectReply } from './reply-errors.js';
 import { countOf, storedCountOf, verdictOf } from './resp-reader.js';
 import { RedisConnection, withTimeout } from './redis-connection.js';
 import {
@@ -26,10 +28,11 @@ import {
   sentHits,
 } from './send-results.js';
 
-/** Replies by which a cluster refuses a command without running it: it is to be sent elsewhere or again. */
-const REDIRECTED = /^(MOVED|ASK|TRYAGAIN|CLUSTERDOWN) /;
-
 const NONE: readonly never[] = Object.freeze([]);
+
+const keyOfOp = (op: CounterOp): string => op.key;
+const keyOfCheck = (check: LimitCheck): string => check.keys[0]!;
+const asError = (err: unknown): Error => err as Error;
 
 /** A batch's results from its two parts, either of which may be absent (nothing of that kind sent). */
 function both(
@@ -94,35 +97,54 @@ export class RedisDeployment extends RedisConnection {
    * sent) goes through ioredis whole.
    */
   private sendDirect(ops: readonly CounterOp[], checks: readonly LimitCheck[]): Promise<BatchResults> {
+    const direct = this.direct!;
     return both(
-      ops.length === 0 ? undefined : this.countsDirect(ops),
-      checks.length === 0 ? undefined : this.verdictsDirect(checks),
+      ops.length === 0 ? undefined : this.countsDirect(direct, ops, this.resendSingle),
+      checks.length === 0 ? undefined : this.verdictsDirect(direct, checks),
     );
   }
 
-  private countsDirect(ops: readonly CounterOp[]): Promise<(number | Error)[]> {
+  /** Ops the direct connection refused, through ioredis' one connection. */
+  private readonly resendSingle = (ops: readonly CounterOp[]) => this.countsIoredis(ops);
+
+  /** Ops a master's direct connection refused (redirected), one pipeline per slot through ioredis. */
+  private readonly resendCluster = (ops: readonly CounterOp[]) =>
+    this.execPerSlot(this.client as Cluster, ops);
+
+  /**
+   * The ops on `direct`; what it refused without running, and a whole call it could not take, through
+   * `resend` (ioredis).
+   */
+  private countsDirect(
+    direct: DirectCounter,
+    ops: readonly CounterOp[],
+    resend: (ops: readonly CounterOp[]) => Promise<(number | Error)[]>,
+  ): Promise<(number | Error)[]> {
     // `then` rather than an async function: fewer heap bytes per store call.
-    return this.direct!.increment(ops).then(
+    return direct.increment(ops).then(
       (counts) => {
         let idx: number[] | undefined;
         for (let i = 0; i < counts.length; i++)
           if (counts[i] instanceof ResendThroughIoredis) (idx ??= []).push(i);
         if (idx === undefined) return counts;
         const again = idx;
-        return this.countsIoredis(again.map((i) => ops[i]!)).then((r) => {
+        return resend(again.map((i) => ops[i]!)).then((r) => {
           for (let j = 0; j < again.length; j++) counts[again[j]!] = r[j]!;
           return counts;
         });
       },
       (err: unknown) =>
         err instanceof ResendThroughIoredis
-          ? this.countsIoredis(ops)
+          ? resend(ops)
           : new Array<Error>(ops.length).fill(cacheError('redis INCRBY/EXPIRE failed', err)),
     );
   }
 
-  private verdictsDirect(checks: readonly LimitCheck[]): Promise<(LimitVerdict | Error)[]> {
-    return this.direct!.evaluate(checks).then(
+  private verdictsDirect(
+    direct: DirectCounter,
+    checks: readonly LimitCheck[],
+  ): Promise<(LimitVerdict | Error)[]> {
+    return direct.evaluate(checks).then(
       (verdicts) => {
         let again: Promise<void>[] | undefined;
         for (let i = 0; i < verdicts.length; i++) {
@@ -145,8 +167,7 @@ export class RedisDeployment extends RedisConnection {
    * FLUSH an EVALSHA resent by ioredis can meet NOSCRIPT again.
    */
   private evalThroughIoredis(check: LimitCheck, out: (LimitVerdict | Error)[], i: number): Promise<void> {
-    const c = this.client as Redis;
-    return c.call('EVAL', LIMIT_SCRIPT, check.keys.length, ...check.keys, ...check.args).then(
+    return this.client.call('EVAL', LIMIT_SCRIPT, check.keys.length, ...check.keys, ...check.args).then(
       (r) => void (out[i] = verdictOf(r, check)),
       (err: unknown) => void (out[i] = scriptFailure(err)),
     );
@@ -177,56 +198,81 @@ export class RedisDeployment extends RedisConnection {
   }
 
   /**
-   * A cluster: the ops one pipeline per master (bounded per master: a hung master must not time out
-   * the others' groups), the checks one script call each to their keys' node.
+   * A cluster: each master its share, in parallel, each bounded on its own (a hung master must not
+   * time out the others' items): on the master's direct connection when it has a usable one, else the
+   * ops one ioredis pipeline per master and the checks one script call each to their keys' node.
    */
   private sendCluster(ops: readonly CounterOp[], checks: readonly LimitCheck[]): Promise<BatchResults> {
     return both(
-      ops.length === 0 ? undefined : this.incrementClusterEach(ops),
+      ops.length === 0 ? undefined : this.perMaster(ops, keyOfOp, this.countsOnMaster, asError),
       checks.length === 0
         ? undefined
-        : this.deadlines
-            .bound(this.verdictsIoredis(checks))
-            .catch((err: unknown) => new Array<Error>(checks.length).fill(scriptFailure(err))),
+        : this.perMaster(checks, keyOfCheck, this.verdictsOnMaster, scriptFailure),
     );
   }
 
-  /**
-   * One pipeline per master, all sent at once; each op settles on its own. The ops of one store call
-   * (a turn's increments of many requests) are grouped by the master the slot map names for their
-   * slot, as ioredis allows in one pipeline: grouped by slot, a turn of N distinct keys cost N
-   * pipelines (a Pipeline object, a write and a promise each). An op whose slot the cluster answered
-   * with a redirection (its INCRBY did not run) is resent in a pipeline of its slot, which ioredis
-   * follows to the node the cluster names, so an INCRBY and its EXPIRE still travel together.
-   */
-  private async incrementClusterEach(ops: readonly CounterOp[]): Promise<(number | Error)[]> {
+  /** The master's direct connection when it has a usable one (`node`: its key in the slot map). */
+  private directTo(node: string | number): DirectCounter | undefined {
+    return typeof node === 'string' ? this.clusterDirect?.usable(node) : undefined;
+  }
+
+  /** One master's counters (bound once: no closure per call). */
+  private readonly countsOnMaster = (node: string | number, part: CounterOp[]) => {
+    const d = this.directTo(node);
+    if (d !== undefined) return this.countsDirect(d, part, this.resendCluster);
     const c = this.client as Cluster;
-    const groups = new Map<string | number, number[]>();
-    for (let i = 0; i < ops.length; i++) {
-      const slot = clusterSlot(ops[i].key);
-      // Before the first slot map every op is its own slot's group.
-      const node = c.slots[slot]?.[0] ?? slot;
-      const g = groups.get(node);
-      if (g) g.push(i);
-      else groups.set(node, [i]);
+    return part.length === 1 ? this.execClusterGroup(c, part) : this.execNodeGroup(c, part);
+  };
+
+  /** One master's checks. */
+  private readonly verdictsOnMaster = (node: string | number, part: LimitCheck[]) => {
+    const d = this.directTo(node);
+    return d !== undefined ? this.verdictsDirect(d, part) : this.verdictsIoredis(part);
+  };
+
+  /**
+   * Items grouped by the master the slot map names for their key (before the first slot map, by
+   * slot), each group run and bounded by REDIS_TIMEOUT on its own, the results put back in order; a
+   * group's failure (`failure` of its error) is each of its items'. The items of one store call are
+   * usually one master's (the batcher sends each shard its own batch): then nothing is split. Grouped
+   * by slot, a turn of N distinct keys cost N pipelines on the ioredis path.
+   */
+  private perMaster<I, R>(
+    items: readonly I[],
+    keyOf: (item: I) => string,
+    run: (node: string | number, part: I[]) => Promise<(R | Error)[]>,
+    failure: (err: unknown) => Error,
+  ): Promise<(R | Error)[]> {
+    const slots = (this.client as Cluster).slots;
+    const nodes = new Array<string | number>(items.length);
+    let one = true;
+    for (let i = 0; i < items.length; i++) {
+      const slot = clusterSlot(keyOf(items[i]!));
+      nodes[i] = slots[slot]?.[0] ?? slot;
+      if (nodes[i] !== nodes[0]) one = false;
     }
-    const out = new Array<number | Error>(ops.length);
-    const settle = async (idx: number[], run: (part: CounterOp[]) => Promise<(number | Error)[]>) => {
-      try {
-        const counts = await this.deadlines.bound(run(idx.map((i) => ops[i])));
-        for (let j = 0; j < idx.length; j++) out[idx[j]] = counts[j];
-      } catch (err) {
-        for (const i of idx) out[i] = err as Error;
-      }
-    };
-    await Promise.all(
-      [...groups.values()].map((idx) =>
-        settle(idx, (part) =>
-          part.length === 1 ? this.execClusterGroup(c, part) : this.execNodeGroup(c, part),
-        ),
+    const bounded = (node: string | number, part: I[]): Promise<(R | Error)[]> =>
+      this.deadlines
+        .bound(run(node, part))
+        .catch((err: unknown) => new Array<Error>(part.length).fill(failure(err)));
+    if (one) return bounded(nodes[0]!, items as I[]);
+    const groups = new Map<string | number, number[]>();
+    for (let i = 0; i < items.length; i++) {
+      const g = groups.get(nodes[i]!);
+      if (g) g.push(i);
+      else groups.set(nodes[i]!, [i]);
+    }
+    const out = new Array<R | Error>(items.length);
+    return Promise.all(
+      [...groups].map(([node, idx]) =>
+        bounded(
+          node,
+          idx.map((i) => items[i]!),
+        ).then((r) => {
+          for (let j = 0; j < idx.length; j++) out[idx[j]!] = r[j]!;
+        }),
       ),
-    );
-    return out;
+    ).then(() => out);
   }
 
   /**
@@ -251,7 +297,7 @@ export class RedisDeployment extends RedisConnection {
     const redirected: number[] = [];
     for (let i = 0; i < ops.length; i++) {
       const err = res?.[2 * i]?.[0];
-      if (err && REDIRECTED.test(err.message)) redirected.push(i);
+      if (err && isRedirectReply(err.message)) redirected.push(i);
     }
     if (redirected.length > 0) {
       const again = await this.execPerSlot(
@@ -357,6 +403,7 @@ export class RedisDeployment extends RedisConnection {
     clearInterval(this.roleTimer);
     this.deadlines.stop();
     this.direct?.close();
+    this.clusterDirect?.close();
     const c = this.client;
     if (c.status === 'ready') {
       try {

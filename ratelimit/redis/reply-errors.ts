@@ -15,6 +15,14 @@ export function isReadOnlyReply(message: string): boolean {
   return message.startsWith('READONLY');
 }
 
+/**
+ * A cluster refusing a command without running it, to be sent elsewhere or again (MOVED, ASK) or once
+ * the cluster settles (TRYAGAIN, CLUSTERDOWN).
+ */
+export function isRedirectReply(message: string): boolean {
+  return /^(MOVED|ASK|TRYAGAIN|CLUSTERDOWN) /.test(message);
+}
+
 /** Error replies that say the server (not the op) is the problem: they count against the shard. */
 function isServerStateReply(message: string): boolean {
   // Redis's error codes are the reply's first word; `ERR` is the generic one for a bad command or value.

@@ -7,6 +7,7 @@
 import { createHash } from 'node:crypto';
 import { setPriority } from 'node:os';
 import { parentPort } from 'node:worker_threads';
+// config/readers.ts, not the config/ barrel: the worker loads what it parses and validates with only.
 import {
   ConfigError,
   checkDocument,
@@ -19,7 +20,7 @@ import {
   rateLimitConfigToDocument,
   toCheckedDocument,
   type YamlLimits,
-} from '../config/index.js';
+} from '../config/readers.js';
 import { decodeRateLimitConfig } from '../../proto/ratelimit-config.js';
 
 /** A config file as read: its name and its bytes (UTF-8 YAML). */
