@@ -39,7 +39,7 @@ export function parseHostPort(text: string, variable: string): HostPort {
   return { host, port };
 }
 
-/** The URL forms of the spec: one address (or socket path), `master,sentinel,...`, or every cluster node. */
+/** The forms of REDIS_URL: one address (or socket path), `master,sentinel,...`, or every cluster node. */
 export function parseRedisTarget(s: RedisSettings, variable: string): RedisTarget {
   const items = s.url
     .split(',')
